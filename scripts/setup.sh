@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Sets up stackflow on a fresh machine: system packages it needs, then a virtualenv in .venv
+# installed from the committed constraints. Safe to run again: it only does what is missing.
+#   bash scripts/setup.sh          runtime: MariaDB (for real migrations in simulation) + .venv
+#   bash scripts/setup.sh --dev    also the test tools and Chromium (browser tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dev=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) dev=1 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --dev)" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# --- system packages (Debian/Ubuntu) ---------------------------------------------------------
+need=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+if [ "$dev" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
+if [ "${#need[@]}" -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "missing system packages: ${need[*]} (no apt-get here: install them with your package manager)"
+    exit 1
+  fi
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  say "installing system packages: ${need[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# --- python environment ----------------------------------------------------------------------
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+extras=""
+[ "$dev" = 1 ] && extras="[dev]"
+stamp=".venv/.stackflow-installed${extras}"
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  say "installing stackflow${extras} from constraints.txt (reproducible pins)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".${extras}"
+  echo "$want" > "$stamp"
+fi
+say "ready: .venv/bin/python flows/run.py --help"
