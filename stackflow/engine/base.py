@@ -1,0 +1,227 @@
+"""The one interface flows use to act on a stack, and the typed values that cross it.
+
+Two implementations: `automation` (Pulumi Automation API, production) and `simulated` (Pulumi's mock
+runtime, offline). Neither is imported here, so choosing one costs nothing for the other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from stackflow.redact import MASK, Redactor
+
+ProgramFn = Callable[[], Mapping[str, Any]]
+"""A Pulumi program: declares resources when called and returns its exports (name -> Output)."""
+
+
+class Operation(StrEnum):
+    """What an engine can do to a stack."""
+
+    PREVIEW = "preview"
+    UP = "up"
+    REFRESH = "refresh"
+    DRIFT = "drift"  # a refresh preview: what refresh would change, changing nothing
+    DESTROY = "destroy"
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One stack config value; secret ones are stored encrypted by the engine."""
+
+    value: str
+    secret: bool = False
+
+    def __repr__(self) -> str:
+        return f"ConfigValue({MASK if self.secret else self.value!r}, secret={self.secret})"
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """A stack to act on: Pulumi project and stack names, its program and its config.
+
+    `node` is the graph's name for it (networking, database, app); Pulumi's project is
+    `<project>-<node>` and its stack name is the environment.
+    """
+
+    project: str
+    environment: str
+    node: str
+    program: ProgramFn = field(compare=False, repr=False)
+    config: Mapping[str, ConfigValue] = field(default_factory=dict, compare=False)
+
+    @property
+    def pulumi_project(self) -> str:
+        return f"{self.project}-{self.node}"
+
+    @property
+    def label(self) -> str:
+        """How people name it: environment/node."""
+        return f"{self.environment}/{self.node}"
+
+
+@dataclass(frozen=True)
+class OutputValue:
+    """A stack output that knows whether it is secret; its repr never shows a secret."""
+
+    value: Any
+    secret: bool = False
+
+    def __repr__(self) -> str:
+        return f"OutputValue({MASK if self.secret else self.value!r})"
+
+    def shown(self) -> Any:
+        """The value as it may be displayed: secrets masked."""
+        return MASK if self.secret else self.value
+
+
+@dataclass(frozen=True)
+class ChangeCounts:
+    """Resources per kind of change that an operation made (or, for preview, would make)."""
+
+    create: int = 0
+    update: int = 0
+    delete: int = 0
+    replace: int = 0
+    same: int = 0
+
+    @property
+    def changed(self) -> int:
+        return self.create + self.update + self.delete + self.replace
+
+    def __add__(self, other: ChangeCounts) -> ChangeCounts:
+        return ChangeCounts(
+            self.create + other.create,
+            self.update + other.update,
+            self.delete + other.delete,
+            self.replace + other.replace,
+            self.same + other.same,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "create": self.create,
+            "update": self.update,
+            "delete": self.delete,
+            "replace": self.replace,
+            "same": self.same,
+        }
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    """What one operation on one stack did."""
+
+    stack: str
+    operation: Operation
+    changes: ChangeCounts
+    outputs: Mapping[str, OutputValue]
+    duration_s: float
+    simulated: bool
+    engine: str
+
+    def shown_outputs(self) -> dict[str, Any]:
+        return {k: v.shown() for k, v in self.outputs.items()}
+
+
+@dataclass(frozen=True)
+class ResourceEvent:
+    """Progress of one resource during an operation."""
+
+    stack: str
+    operation: Operation
+    urn: str
+    type: str
+    name: str
+    change: str  # create, update, delete, replace, same, refresh
+    status: str  # started, done, failed
+
+
+OutputListener = Callable[[str], None]
+EventListener = Callable[[ResourceEvent], None]
+
+
+def _ignore(_: object) -> None:
+    return None
+
+
+@dataclass
+class Listener:
+    """Where an operation's log lines and resource events go; lines are redacted before delivery."""
+
+    on_output: OutputListener = _ignore
+    on_event: EventListener = _ignore
+    redactor: Redactor = field(default_factory=Redactor)
+
+    def line(self, text: str) -> None:
+        for part in text.splitlines() or [""]:
+            self.on_output(self.redactor(part))
+
+    def event(self, event: ResourceEvent) -> None:
+        self.on_event(event)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Acts on stacks. Implementations are safe to call from several threads on different stacks."""
+
+    name: str
+    simulated: bool
+
+    def run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
+        """Preview, update, refresh, check drift of, or destroy one stack.
+
+        Raises:
+            TransientStackError: worth retrying (lock held, throttled, network).
+            PermanentStackError: a retry will not help; the message names the stack.
+            OperationCancelled: `cancel` was called while it ran.
+        """
+        ...
+
+    def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
+        """The stack's outputs from its last update ({} if it was never deployed)."""
+        ...
+
+    def exists(self, spec: StackSpec) -> bool:
+        """Whether the stack has been deployed and holds resources."""
+        ...
+
+    def recover(self, spec: StackSpec, listener: Listener) -> bool:
+        """Clear what an interrupted operation left behind (pending operations, a stale lock).
+
+        Returns True if anything was cleared, and says so through the listener.
+        """
+        ...
+
+    def cancel(self, spec: StackSpec) -> None:
+        """Stop the operation running on this stack, if any."""
+        ...
+
+    def remove(self, spec: StackSpec) -> None:
+        """Remove an empty stack (after destroy) from the backend."""
+        ...
+
+    def versions(self) -> dict[str, str]:
+        """Tool and plugin versions; part of every stack's fingerprint."""
+        ...
+
+
+def is_transient(exc: BaseException) -> bool:
+    """The retry predicate: True only for errors a retry may fix."""
+    from stackflow.errors import TransientDatabaseError, TransientStackError
+
+    return isinstance(exc, TransientStackError | TransientDatabaseError)
+
+
+class Stopwatch:
+    """Monotonic elapsed seconds."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start

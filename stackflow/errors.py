@@ -1,0 +1,83 @@
+"""One root exception and small subclasses; each message names the setting, stack or file at fault."""
+
+from __future__ import annotations
+
+
+class StackflowError(Exception):
+    """Root of every error stackflow raises on purpose."""
+
+
+class SettingsError(StackflowError, ValueError):
+    """A setting has a value that is not accepted; raised before anything runs."""
+
+
+class ConfirmationRequired(StackflowError):
+    """A destructive operation on a protected environment was not confirmed."""
+
+
+class EngineUnavailable(StackflowError):
+    """The chosen engine cannot run here (for example, the Pulumi CLI is missing)."""
+
+
+class StackError(StackflowError):
+    """An operation on one stack failed."""
+
+    def __init__(self, stack: str, message: str) -> None:
+        super().__init__(f"stack '{stack}': {message}")
+        self.stack = stack
+        self.reason = message
+
+
+class TransientStackError(StackError):
+    """A stack operation failed for a reason that may pass (lock held, throttling, network)."""
+
+
+class PermanentStackError(StackError):
+    """A stack operation failed for a reason a retry will not fix (program error, bad config)."""
+
+
+class OperationCancelled(StackError):
+    """A stack operation was cancelled before it finished."""
+
+
+class MissingOutputError(StackError, KeyError):
+    """A stack's outputs lack a key that a downstream stack or step needs."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnknownStackError(StackflowError, ValueError):
+    """A stack name that the graph does not declare."""
+
+
+class MigrationError(StackflowError):
+    """A schema migration problem that a retry will not fix."""
+
+
+class MigrationFileError(MigrationError):
+    """A migration file or folder is malformed (bad name, duplicate version, empty, unreadable)."""
+
+
+class MigrationChecksumError(MigrationError):
+    """An applied migration's file has changed since it was applied."""
+
+
+class MigrationOrderError(MigrationError):
+    """A new migration's version is below the latest applied one and out-of-order is off."""
+
+
+class MigrationFailedBefore(MigrationError):
+    """A previous run left a migration recorded as failed; it must be repaired first."""
+
+
+class MigrationSQLError(MigrationError):
+    """A statement in a migration file failed."""
+
+
+class DatabaseAuthError(MigrationError):
+    """The database refused the credentials."""
+
+
+class TransientDatabaseError(StackflowError):
+    """The database is not reachable yet or dropped the connection; worth retrying."""
