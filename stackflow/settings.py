@@ -335,6 +335,10 @@ class Settings(_Section):
     secrets_provider: str | None = Field(
         None, description="Pulumi secrets provider other than the passphrase, e.g. awskms://alias/my-key."
     )
+    stack_retries: int = Field(3, ge=0, le=10, description="Retries of a stack operation on transient errors (lock held, throttling, network).")
+    retry_delay_s: float = Field(
+        5.0, ge=0, le=600, description="First retry delay in seconds; doubles each retry, with jitter."
+    )
     pulumi_org: str | None = Field(None, description="Pulumi Cloud organisation (optional).")
     pulumi_access_token: SecretStr | None = Field(None, description="Pulumi Cloud access token (for the Cloud backend).")
 
