@@ -37,7 +37,9 @@ ENV_PREFIX = "STACKFLOW_"
 ENVIRONMENT_NAME_MAX = 20
 _ENVIRONMENT_RE = re.compile(r"^[a-z](?:[a-z0-9]|-(?=[a-z0-9])){0,19}$")
 _EPHEMERAL_RE = re.compile(r"^(pr|eph|preview)-[a-z0-9-]+$")
-_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-\d$")
+_REGION_RE = re.compile(
+    r"^[a-z]{2}(-gov|-iso[a-z]?)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-\d$"
+)
 _FARGATE_CPU = (256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -80,7 +82,9 @@ def _cidr(value: str) -> str:
     try:
         net = ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
-        raise ValueError(f"{value!r} is not an IPv4 CIDR block such as 10.0.0.0/16 ({exc})") from exc
+        raise ValueError(
+            f"{value!r} is not an IPv4 CIDR block such as 10.0.0.0/16 ({exc})"
+        ) from exc
     return str(net)
 
 
@@ -104,7 +108,9 @@ class AwsSettings(_Section):
     model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}AWS_")
 
     region: str = Field("eu-west-1", description="AWS region, e.g. eu-west-1 or us-gov-west-1.")
-    profile: str | None = Field(None, description="Named AWS CLI profile to deploy with (optional).")
+    profile: str | None = Field(
+        None, description="Named AWS CLI profile to deploy with (optional)."
+    )
 
     @field_validator("region")
     @classmethod
@@ -120,7 +126,9 @@ class NetworkSettings(_Section):
     model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}NETWORK_")
 
     vpc_cidr: Cidr = Field("10.0.0.0/16", description="VPC CIDR block, /16 to /24.")
-    az_count: int = Field(2, ge=2, le=6, description="Availability zones to spread subnets over (2-6).")
+    az_count: int = Field(
+        2, ge=2, le=6, description="Availability zones to spread subnets over (2-6)."
+    )
     nat_gateway: bool | None = Field(
         None, description="Give private subnets a NAT gateway. Default from the profile (prod: on)."
     )
@@ -134,7 +142,9 @@ class NetworkSettings(_Section):
     def _vpc_size(cls, value: str) -> str:
         prefix = ipaddress.IPv4Network(value).prefixlen
         if not 16 <= prefix <= 24:
-            raise ValueError(f"VPC CIDR {value} must be between /16 and /24 (AWS limits), got /{prefix}")
+            raise ValueError(
+                f"VPC CIDR {value} must be between /16 and /24 (AWS limits), got /{prefix}"
+            )
         return value
 
 
@@ -143,21 +153,42 @@ class DatabaseSettings(_Section):
 
     model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}DATABASE_")
 
-    engine_version: str = Field("8.0", pattern=r"^8\.0(\.\d+)?$", description="MySQL engine version (8.0 or 8.0.x).")
+    engine_version: str = Field(
+        "8.0", pattern=r"^8\.0(\.\d+)?$", description="MySQL engine version (8.0 or 8.0.x)."
+    )
     instance_class: str = Field(
-        "db.t4g.micro", pattern=r"^db\.[a-z0-9]+\.[a-z0-9]+$", description="RDS instance class, e.g. db.t4g.micro."
+        "db.t4g.micro",
+        pattern=r"^db\.[a-z0-9]+\.[a-z0-9]+$",
+        description="RDS instance class, e.g. db.t4g.micro.",
     )
     allocated_storage_gb: int = Field(20, ge=20, le=65536, description="Storage in GiB (20-65536).")
     backup_retention_days: int | None = Field(
-        None, ge=0, le=35, description="Automated backup retention (0-35 days). Default from the profile."
+        None,
+        ge=0,
+        le=35,
+        description="Automated backup retention (0-35 days). Default from the profile.",
     )
-    multi_az: bool | None = Field(None, description="Multi-AZ standby. Default from the profile (prod: on).")
-    deletion_protection: bool | None = Field(None, description="RDS deletion protection. Default from the profile.")
-    final_snapshot: bool | None = Field(None, description="Take a final snapshot on delete. Default from the profile.")
-    publicly_accessible: bool = Field(False, description="Give the instance a public address (off unless you need it).")
-    name: str = Field("app", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$", description="Schema (database) name.")
-    username: str = Field("stackflow", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,15}$", description="Master user name.")
-    port: int = Field(3306, ge=1150, le=65535, description="MySQL port (1150-65535, as RDS allows).")
+    multi_az: bool | None = Field(
+        None, description="Multi-AZ standby. Default from the profile (prod: on)."
+    )
+    deletion_protection: bool | None = Field(
+        None, description="RDS deletion protection. Default from the profile."
+    )
+    final_snapshot: bool | None = Field(
+        None, description="Take a final snapshot on delete. Default from the profile."
+    )
+    publicly_accessible: bool = Field(
+        False, description="Give the instance a public address (off unless you need it)."
+    )
+    name: str = Field(
+        "app", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$", description="Schema (database) name."
+    )
+    username: str = Field(
+        "stackflow", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,15}$", description="Master user name."
+    )
+    port: int = Field(
+        3306, ge=1150, le=65535, description="MySQL port (1150-65535, as RDS allows)."
+    )
 
 
 class AppSettings(_Section):
@@ -168,11 +199,19 @@ class AppSettings(_Section):
     image: str = Field(
         "public.ecr.aws/nginx/nginx:stable", min_length=1, description="Container image to run."
     )
-    cpu: int = Field(256, description=f"Fargate CPU units, one of {', '.join(map(str, _FARGATE_CPU))}.")
-    memory_mb: int = Field(512, ge=512, le=122880, description="Fargate memory in MiB (512-122880).")
-    desired_count: int | None = Field(None, ge=0, le=100, description="Tasks to run (0-100). Default from the profile.")
+    cpu: int = Field(
+        256, description=f"Fargate CPU units, one of {', '.join(map(str, _FARGATE_CPU))}."
+    )
+    memory_mb: int = Field(
+        512, ge=512, le=122880, description="Fargate memory in MiB (512-122880)."
+    )
+    desired_count: int | None = Field(
+        None, ge=0, le=100, description="Tasks to run (0-100). Default from the profile."
+    )
     port: int = Field(80, ge=1, le=65535, description="Container port the app listens on.")
-    health_check_path: str = Field("/", pattern=r"^/[^\s]*$", description="Health-check path, starting with '/'.")
+    health_check_path: str = Field(
+        "/", pattern=r"^/[^\s]*$", description="Health-check path, starting with '/'."
+    )
     log_retention_days: int = Field(
         14,
         description="CloudWatch log retention in days (one of CloudWatch's values: 1, 3, 5, 7, 14, 30, 60, 90, ...).",
@@ -182,15 +221,42 @@ class AppSettings(_Section):
     @classmethod
     def _cpu(cls, value: int) -> int:
         if value not in _FARGATE_CPU:
-            raise ValueError(f"{value} is not a Fargate CPU size; accepted: {', '.join(map(str, _FARGATE_CPU))}")
+            raise ValueError(
+                f"{value} is not a Fargate CPU size; accepted: {', '.join(map(str, _FARGATE_CPU))}"
+            )
         return value
 
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, value: int) -> int:
-        allowed = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+        allowed = (
+            1,
+            3,
+            5,
+            7,
+            14,
+            30,
+            60,
+            90,
+            120,
+            150,
+            180,
+            365,
+            400,
+            545,
+            731,
+            1096,
+            1827,
+            2192,
+            2557,
+            2922,
+            3288,
+            3653,
+        )
         if value not in allowed:
-            raise ValueError(f"{value} is not a CloudWatch retention; accepted: {', '.join(map(str, allowed))}")
+            raise ValueError(
+                f"{value} is not a CloudWatch retention; accepted: {', '.join(map(str, allowed))}"
+            )
         return value
 
 
@@ -199,11 +265,17 @@ class MigrationSettings(_Section):
 
     model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}MIGRATIONS_")
 
-    dir: Path = Field(PROJECT_ROOT / "migrations", description="Folder of V<version>__<description>.sql files.")
-    wait_timeout_s: float = Field(
-        600.0, gt=0, description="How long to wait for the database to accept connections (seconds)."
+    dir: Path = Field(
+        PROJECT_ROOT / "migrations", description="Folder of V<version>__<description>.sql files."
     )
-    connect_timeout_s: int = Field(10, ge=1, le=300, description="Connect timeout per attempt (seconds).")
+    wait_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="How long to wait for the database to accept connections (seconds).",
+    )
+    connect_timeout_s: int = Field(
+        10, ge=1, le=300, description="Connect timeout per attempt (seconds)."
+    )
     read_timeout_s: int = Field(300, ge=1, description="Read timeout (seconds).")
     write_timeout_s: int = Field(300, ge=1, description="Write timeout (seconds).")
     lock_timeout_s: int = Field(
@@ -211,8 +283,12 @@ class MigrationSettings(_Section):
     )
     tls: bool = Field(False, description="Require TLS to the database.")
     tls_ca: Path | None = Field(None, description="CA bundle for TLS (e.g. the RDS global bundle).")
-    allow_out_of_order: bool = Field(False, description="Apply a new file whose version is below the latest applied.")
-    retries: int = Field(3, ge=0, le=20, description="Retries of the migrate step on transient errors.")
+    allow_out_of_order: bool = Field(
+        False, description="Apply a new file whose version is below the latest applied."
+    )
+    retries: int = Field(
+        3, ge=0, le=20, description="Retries of the migrate step on transient errors."
+    )
 
 
 class SimulationSettings(_Section):
@@ -229,15 +305,19 @@ class SimulationSettings(_Section):
         ),
     )
     mysql_url: SecretStr | None = Field(
-        None, description="mysql://user:password@host:port/database for STACKFLOW_SIM_MYSQL=external."
+        None,
+        description="mysql://user:password@host:port/database for STACKFLOW_SIM_MYSQL=external.",
     )
-    local_mysql_port: int = Field(33061, ge=1024, le=65535, description="Port of the local MariaDB (mysql=local).")
+    local_mysql_port: int = Field(
+        33061, ge=1024, le=65535, description="Port of the local MariaDB (mysql=local)."
+    )
     latency_s: dict[str, float] = Field(
         default_factory=dict,
         description='Seconds each operation takes, per stack; "*" for all (JSON, e.g. {"*": 0.5, "database": 3}).',
     )
     drift: list[str] = Field(
-        default_factory=list, description="Stacks whose simulated cloud has drifted from state (JSON list)."
+        default_factory=list,
+        description="Stacks whose simulated cloud has drifted from state (JSON list).",
     )
 
     @field_validator("latency_s")
@@ -252,7 +332,9 @@ class SimulationSettings(_Section):
     def _external_needs_url(self) -> SimulationSettings:
         if self.mysql == "external":
             if self.mysql_url is None:
-                raise ValueError("STACKFLOW_SIM_MYSQL=external needs STACKFLOW_SIM_MYSQL_URL (mysql://user:pw@host:port/db)")
+                raise ValueError(
+                    "STACKFLOW_SIM_MYSQL=external needs STACKFLOW_SIM_MYSQL_URL (mysql://user:pw@host:port/db)"
+                )
             parse_mysql_url(self.mysql_url.get_secret_value())
         return self
 
@@ -261,10 +343,18 @@ class MysqlTarget:
     """Where a MySQL is: host, port, user, password (kept secret), database."""
 
     def __init__(self, host: str, port: int, user: str, password: SecretStr, database: str) -> None:
-        self.host, self.port, self.user, self.password, self.database = host, port, user, password, database
+        self.host, self.port, self.user, self.password, self.database = (
+            host,
+            port,
+            user,
+            password,
+            database,
+        )
 
     def __repr__(self) -> str:
-        return f"MysqlTarget({self.user}@{self.host}:{self.port}/{self.database}, password=**********)"
+        return (
+            f"MysqlTarget({self.user}@{self.host}:{self.port}/{self.database}, password=**********)"
+        )
 
 
 def parse_mysql_url(url: str) -> MysqlTarget:
@@ -275,14 +365,18 @@ def parse_mysql_url(url: str) -> MysqlTarget:
     """
     parts = urlsplit(url)
     if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
-        raise ValueError("database URL must start with mysql:// (form: mysql://user:password@host:port/database)")
+        raise ValueError(
+            "database URL must start with mysql:// (form: mysql://user:password@host:port/database)"
+        )
     try:
         port = parts.port or 3306
     except ValueError as exc:
         raise ValueError("database URL has a port that is not a number 1-65535") from exc
     database = parts.path.lstrip("/")
     if not parts.hostname or not parts.username or not database:
-        raise ValueError("database URL needs a user, a host and a database: mysql://user:password@host:port/database")
+        raise ValueError(
+            "database URL needs a user, a host and a database: mysql://user:password@host:port/database"
+        )
     from urllib.parse import unquote
 
     return MysqlTarget(
@@ -314,33 +408,60 @@ class Settings(_Section):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
 
-    environment: str = Field("dev", description="Environment name: lowercase, DNS-safe, <= 20 chars (dev, prod, pr-123).")
+    environment: str = Field(
+        "dev", description="Environment name: lowercase, DNS-safe, <= 20 chars (dev, prod, pr-123)."
+    )
     kind: EnvironmentKind | None = Field(
-        None, description="Environment kind (dev, staging, prod, ephemeral). Default: implied by the name."
+        None,
+        description="Environment kind (dev, staging, prod, ephemeral). Default: implied by the name.",
     )
     ttl_hours: float = Field(
-        24.0, gt=0, le=24 * 90, description="Ephemeral environments only: hours until cleanup destroys them."
+        24.0,
+        gt=0,
+        le=24 * 90,
+        description="Ephemeral environments only: hours until cleanup destroys them.",
     )
-    project: str = Field("stackflow", pattern=r"^[a-z][a-z0-9-]{0,30}$", description="Project name; prefixes Pulumi projects.")
+    project: str = Field(
+        "stackflow",
+        pattern=r"^[a-z][a-z0-9-]{0,30}$",
+        description="Project name; prefixes Pulumi projects.",
+    )
     engine: Literal["automation", "simulated"] = Field(
-        "simulated", description="'automation' deploys to AWS through the Pulumi CLI; 'simulated' runs offline."
+        "simulated",
+        description="'automation' deploys to AWS through the Pulumi CLI; 'simulated' runs offline.",
     )
-    state_dir: Path = Field(PROJECT_ROOT / ".stackflow", description="Local state folder (Pulumi file backend, fingerprints).")
+    state_dir: Path = Field(
+        PROJECT_ROOT / ".stackflow",
+        description="Local state folder (Pulumi file backend, fingerprints).",
+    )
     backend_url: str | None = Field(
-        None, description="Pulumi backend: file://..., s3://bucket/prefix, or https://api.pulumi.com. Default: file backend in the state folder."
+        None,
+        description="Pulumi backend: file://..., s3://bucket/prefix, or https://api.pulumi.com. Default: file backend in the state folder.",
     )
     state_passphrase: SecretStr | None = Field(
-        None, description="Passphrase for the Pulumi secrets provider. Required by the automation engine unless secrets_provider is set."
+        None,
+        description="Passphrase for the Pulumi secrets provider. Required by the automation engine unless secrets_provider is set.",
     )
     secrets_provider: str | None = Field(
-        None, description="Pulumi secrets provider other than the passphrase, e.g. awskms://alias/my-key."
+        None,
+        description="Pulumi secrets provider other than the passphrase, e.g. awskms://alias/my-key.",
     )
-    stack_retries: int = Field(3, ge=0, le=10, description="Retries of a stack operation on transient errors (lock held, throttling, network).")
+    stack_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of a stack operation on transient errors (lock held, throttling, network).",
+    )
     retry_delay_s: float = Field(
-        5.0, ge=0, le=600, description="First retry delay in seconds; doubles each retry, with jitter."
+        5.0,
+        ge=0,
+        le=600,
+        description="First retry delay in seconds; doubles each retry, with jitter.",
     )
     pulumi_org: str | None = Field(None, description="Pulumi Cloud organisation (optional).")
-    pulumi_access_token: SecretStr | None = Field(None, description="Pulumi Cloud access token (for the Cloud backend).")
+    pulumi_access_token: SecretStr | None = Field(
+        None, description="Pulumi Cloud access token (for the Cloud backend)."
+    )
 
     aws: AwsSettings = Field(default_factory=AwsSettings)  # type: ignore[arg-type]
     network: NetworkSettings = Field(default_factory=NetworkSettings)  # type: ignore[arg-type]
@@ -374,7 +495,9 @@ class Settings(_Section):
     def _secrets_provider(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        if not re.match(r"^(passphrase|awskms://.+|azurekeyvault://.+|gcpkms://.+|hashivault://.+)$", value):
+        if not re.match(
+            r"^(passphrase|awskms://.+|azurekeyvault://.+|gcpkms://.+|hashivault://.+)$", value
+        ):
             raise ValueError(
                 f"{value!r} is not a secrets provider; accepted: passphrase, awskms://..., "
                 "azurekeyvault://..., gcpkms://..., hashivault://..."
@@ -389,8 +512,14 @@ class Settings(_Section):
                 "the automation engine needs STACKFLOW_STATE_PASSPHRASE (the Pulumi passphrase secrets "
                 "provider) or STACKFLOW_SECRETS_PROVIDER=awskms://..."
             )
-        if self.backend_url and self.backend_url.startswith("https://") and self.pulumi_access_token is None:
-            raise ValueError("backend https://... (Pulumi Cloud) needs STACKFLOW_PULUMI_ACCESS_TOKEN")
+        if (
+            self.backend_url
+            and self.backend_url.startswith("https://")
+            and self.pulumi_access_token is None
+        ):
+            raise ValueError(
+                "backend https://... (Pulumi Cloud) needs STACKFLOW_PULUMI_ACCESS_TOKEN"
+            )
         return self
 
     # --- derived values ------------------------------------------------------------------------
@@ -418,7 +547,11 @@ class Settings(_Section):
 
     @property
     def final_snapshot(self) -> bool:
-        return self.profile.final_snapshot if self.database.final_snapshot is None else self.database.final_snapshot
+        return (
+            self.profile.final_snapshot
+            if self.database.final_snapshot is None
+            else self.database.final_snapshot
+        )
 
     @property
     def backup_retention_days(self) -> int:
@@ -427,22 +560,32 @@ class Settings(_Section):
 
     @property
     def nat_gateway(self) -> bool:
-        return self.profile.nat_gateway if self.network.nat_gateway is None else self.network.nat_gateway
+        return (
+            self.profile.nat_gateway
+            if self.network.nat_gateway is None
+            else self.network.nat_gateway
+        )
 
     @property
     def desired_count(self) -> int:
-        return self.profile.desired_count if self.app.desired_count is None else self.app.desired_count
+        return (
+            self.profile.desired_count if self.app.desired_count is None else self.app.desired_count
+        )
 
     def secret_values(self) -> list[str]:
         """Every secret these settings hold, for the redactor."""
         values = [self.state_passphrase, self.pulumi_access_token, self.simulation.mysql_url]
         out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
         if self.simulation.mysql_url is not None:
-            out.append(parse_mysql_url(self.simulation.mysql_url.get_secret_value()).password.get_secret_value())
+            out.append(
+                parse_mysql_url(
+                    self.simulation.mysql_url.get_secret_value()
+                ).password.get_secret_value()
+            )
         return [s for s in out if s]
 
 
-_SECTION_PREFIX = {
+_SECTION_PREFIX: dict[str, type[_Section]] = {
     "aws": AwsSettings,
     "network": NetworkSettings,
     "database": DatabaseSettings,
@@ -498,9 +641,9 @@ def get_settings(**overrides: Any) -> Settings:
 def settings_table() -> list[tuple[str, str, str]]:
     """(variable, default, description) for every setting; the README's table comes from this."""
     rows: list[tuple[str, str, str]] = []
-    for cls, prefix in [(Settings, ENV_PREFIX)] + [
-        (c, str(c.model_config.get("env_prefix", ""))) for c in _SECTION_PREFIX.values()
-    ]:
+    sections: list[tuple[type[_Section], str]] = [(Settings, ENV_PREFIX)]
+    sections += [(c, str(c.model_config.get("env_prefix", ""))) for c in _SECTION_PREFIX.values()]
+    for cls, prefix in sections:
         for name, field in cls.model_fields.items():
             if name in _SECTION_PREFIX:
                 continue
@@ -509,7 +652,13 @@ def settings_table() -> list[tuple[str, str, str]]:
                 default = field.default_factory()  # type: ignore[call-arg]
             if isinstance(default, Path):
                 default = str(default).replace(str(PROJECT_ROOT), ".")
-            shown = "" if default is None else json.dumps(default) if isinstance(default, list | dict) else str(default)
+            shown = (
+                ""
+                if default is None
+                else json.dumps(default)
+                if isinstance(default, list | dict)
+                else str(default)
+            )
             rows.append((f"{prefix}{name}".upper(), shown, field.description or ""))
     return rows
 

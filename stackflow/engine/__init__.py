@@ -43,4 +43,5 @@ def get_engine(settings: Settings) -> Engine:
         return SimulatedEngine(settings)
     from stackflow.engine.automation import AutomationEngine
 
-    return AutomationEngine(settings)
+    engine: Engine = AutomationEngine(settings)
+    return engine

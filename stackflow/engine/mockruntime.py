@@ -78,7 +78,9 @@ class DatabaseBinding:
 class AwsMocks(pulumi_mocks.Mocks):
     """Deterministic, AWS-shaped ids, ARNs, endpoints and DNS names for the resources we use."""
 
-    def __init__(self, project: str, stack: str, region: str, binding: DatabaseBinding | None = None) -> None:
+    def __init__(
+        self, project: str, stack: str, region: str, binding: DatabaseBinding | None = None
+    ) -> None:
         self.project, self.stack, self.region, self.binding = project, stack, region, binding
         self.registered: list[tuple[str, str, dict[str, Any]]] = []
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
@@ -88,7 +90,9 @@ class AwsMocks(pulumi_mocks.Mocks):
         region = self.region if regional else ""
         return f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{resource}"
 
-    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+    def new_resource(
+        self, args: pulumi_mocks.MockResourceArgs
+    ) -> tuple[str | None, dict[str, Any]]:
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
         h = _short_hash(self.project, self.stack, typ, name, length=17)
         out: dict[str, Any] = dict(inputs)
@@ -108,12 +112,17 @@ class AwsMocks(pulumi_mocks.Mocks):
                 "aws:ec2/securityGroup:SecurityGroup": "sg",
                 "aws:ec2/route:Route": "r",
             }.get(typ)
-            if typ.startswith("aws:ec2/securityGroupRule") or typ.startswith("aws:vpc/securityGroup"):
+            if typ.startswith("aws:ec2/securityGroupRule") or typ.startswith(
+                "aws:vpc/securityGroup"
+            ):
                 prefix = "sgr"
             rid = f"{prefix or 'ec2'}-{h}"
-            kind = {"vpc": "vpc", "subnet": "subnet", "sg": "security-group", "igw": "internet-gateway"}.get(
-                prefix or "", "resource"
-            )
+            kind = {
+                "vpc": "vpc",
+                "subnet": "subnet",
+                "sg": "security-group",
+                "igw": "internet-gateway",
+            }.get(prefix or "", "resource")
             out["arn"] = self._arn("ec2", f"{kind}/{rid}")
             if typ == "aws:ec2/eip:Eip":
                 n = int(h[:6], 16)
@@ -194,15 +203,27 @@ class AwsMocks(pulumi_mocks.Mocks):
             self.calls.append((args.token, dict(args.args)))
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             names = [f"{self.region}{c}" for c in "abcdef"]
-            return {"names": names, "zoneIds": [f"euw1-az{i}" for i in range(1, 7)], "id": self.region}, []
+            return {
+                "names": names,
+                "zoneIds": [f"euw1-az{i}" for i in range(1, 7)],
+                "id": self.region,
+            }, []
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT_ID, "arn": self._arn("iam", "user/simulated", False), "id": ACCOUNT_ID}, []
+            return {
+                "accountId": ACCOUNT_ID,
+                "arn": self._arn("iam", "user/simulated", False),
+                "id": ACCOUNT_ID,
+            }, []
         if args.token in ("aws:index/getRegion:getRegion", "aws:index/getRegion:getRegion"):
             return {"name": self.region, "region": self.region, "id": self.region}, []
         if args.token == "aws:iam/getPolicyDocument:getPolicyDocument":
             import json
 
-            return {"json": json.dumps({"Version": "2012-10-17", "Statement": args.args.get("statements", [])})}, []
+            return {
+                "json": json.dumps(
+                    {"Version": "2012-10-17", "Statement": args.args.get("statements", [])}
+                )
+            }, []
         return {}, []
 
 
@@ -224,7 +245,9 @@ def run_program(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str
             loop.close()
 
     ctx = contextvars.Context()
-    thread = threading.Thread(target=ctx.run, args=(in_thread,), name=f"pulumi-mock-{project}-{stack}")
+    thread = threading.Thread(
+        target=ctx.run, args=(in_thread,), name=f"pulumi-mock-{project}-{stack}"
+    )
     with _RUNTIME_LOCK:
         thread.start()
         thread.join()

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-
 from stackflow.engine.base import (
     ChangeCounts,
     Listener,
@@ -36,13 +35,13 @@ from stackflow.engine.base import (
     Stopwatch,
 )
 from stackflow.engine.mockruntime import AwsMocks, DatabaseBinding, ProgramRun, run_program
-from stackflow.secretbox import SecretBox, local_passphrase
 from stackflow.errors import (
     OperationCancelled,
     PermanentStackError,
     StackflowError,
     TransientStackError,
 )
+from stackflow.secretbox import SecretBox, local_passphrase
 from stackflow.settings import Settings, parse_mysql_url
 
 TAG = "[simulated]"
@@ -58,7 +57,9 @@ FORCE_NEW: Mapping[str, frozenset[str]] = {
         {"containerDefinitions", "cpu", "memory", "family", "executionRoleArn", "taskRoleArn"}
     ),
     "aws:lb/targetGroup:TargetGroup": frozenset({"port", "protocol", "targetType", "vpcId"}),
-    "random:index/randomPassword:RandomPassword": frozenset({"length", "special", "overrideSpecial"}),
+    "random:index/randomPassword:RandomPassword": frozenset(
+        {"length", "special", "overrideSpecial"}
+    ),
 }
 
 
@@ -132,6 +133,12 @@ def _take_fault(state_dir: Path, node: str, operation: Operation) -> str | None:
     return None
 
 
+def read_journal(state_dir: Path) -> list[dict[str, Any]]:
+    """The simulated engine's operation journal (start/end per operation, with time and pid)."""
+    path = state_dir / "simulated" / "journal.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def simulated_database_binding(settings: Settings, log: Any = None) -> DatabaseBinding | None:
     """The real MySQL the simulated database stack stands for (starting the local one if needed).
 
@@ -147,7 +154,9 @@ def simulated_database_binding(settings: Settings, log: Any = None) -> DatabaseB
     from stackflow.localdb import ensure_local_mariadb
 
     # Derived, never stored: the local server's password follows the state passphrase.
-    password = hmac.new(local_passphrase(settings).encode(), b"local-mariadb", "sha256").hexdigest()[:24]
+    password = hmac.new(
+        local_passphrase(settings).encode(), b"local-mariadb", "sha256"
+    ).hexdigest()[:24]
     target = ensure_local_mariadb(
         settings.state_dir / "mariadb",
         sim.local_mysql_port,
@@ -192,7 +201,9 @@ class SimulatedEngine:
         try:
             data: dict[str, Any] = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise PermanentStackError(spec.label, f"simulated state file {path} is not valid JSON: {exc}") from None
+            raise PermanentStackError(
+                spec.label, f"simulated state file {path} is not valid JSON: {exc}"
+            ) from None
         return data
 
     def _write(self, spec: StackSpec, state: dict[str, Any]) -> None:
@@ -233,7 +244,9 @@ class SimulatedEngine:
     def _hash_inputs(self, salt: bytes, inputs: Mapping[str, Any]) -> dict[str, str]:
         # Keyed per state, so a hash of a secret input tells nothing to whoever reads the file.
         return {
-            key: hashlib.blake2b(json.dumps(value, sort_keys=True, default=str).encode(), key=salt, digest_size=16).hexdigest()
+            key: hashlib.blake2b(
+                json.dumps(value, sort_keys=True, default=str).encode(), key=salt, digest_size=16
+            ).hexdigest()
             for key, value in inputs.items()
         }
 
@@ -247,7 +260,9 @@ class SimulatedEngine:
                 listener.redactor.add(binding.password)
         mocks = AwsMocks(spec.pulumi_project, spec.environment, self.settings.aws.region, binding)
         try:
-            run = run_program(spec.program, mocks, project=spec.pulumi_project, stack=spec.environment)
+            run = run_program(
+                spec.program, mocks, project=spec.pulumi_project, stack=spec.environment
+            )
         except StackflowError:
             raise
         except Exception as exc:
@@ -262,7 +277,9 @@ class SimulatedEngine:
                 listener.redactor.add(str(resource.outputs.get("result", "")))
         return run
 
-    def _diff(self, state: dict[str, Any], run: ProgramRun | None, salt: bytes) -> tuple[_Diff, dict[str, Any]]:
+    def _diff(
+        self, state: dict[str, Any], run: ProgramRun | None, salt: bytes
+    ) -> tuple[_Diff, dict[str, Any]]:
         old: dict[str, Any] = state.get("resources", {})
         new: dict[str, Any] = {}
         steps: list[tuple[str, str, str, str]] = []
@@ -278,7 +295,11 @@ class SimulatedEngine:
                 change = "same"
                 new[urn]["id"] = before["id"]
             else:
-                changed = {k for k in set(hashes) | set(before["inputs"]) if hashes.get(k) != before["inputs"].get(k)}
+                changed = {
+                    k
+                    for k in set(hashes) | set(before["inputs"])
+                    if hashes.get(k) != before["inputs"].get(k)
+                }
                 change = "replace" if changed & FORCE_NEW.get(res.type, frozenset()) else "update"
             counts[change] += 1
             steps.append((change, urn, res.type, res.name))
@@ -288,7 +309,9 @@ class SimulatedEngine:
                 steps.append(("delete", urn, before["type"], before["name"]))
         return _Diff(ChangeCounts(**counts), steps), new
 
-    def _encrypt_outputs(self, exports: Mapping[str, OutputValue], state: dict[str, Any]) -> dict[str, Any]:
+    def _encrypt_outputs(
+        self, exports: Mapping[str, OutputValue], state: dict[str, Any]
+    ) -> dict[str, Any]:
         box: SecretBox | None = None
         stored: dict[str, Any] = {}
         for key, out in exports.items():
@@ -317,6 +340,12 @@ class SimulatedEngine:
                 ) from None
         return result
 
+    def _journal(self, spec: StackSpec, operation: Operation, phase: str) -> None:
+        """One line per operation start and end, for tests and benchmarks to see order and overlap."""
+        line = json.dumps({"t": time.time(), "pid": os.getpid(), "stack": spec.label, "op": operation.value, "phase": phase})
+        with open(self.root / "journal.jsonl", "a") as f:
+            f.write(line + "\n")  # one short write in append mode: lines from processes do not interleave
+
     # -- knobs --
 
     def _latency(self, spec: StackSpec) -> float:
@@ -344,12 +373,18 @@ class SimulatedEngine:
                     f"{TAG} [409] Conflict: Another update is currently in progress. (injected transient fault)",
                 )
             if fault == "permanent":
-                raise PermanentStackError(spec.label, f"{TAG} program error: injected permanent fault")
+                raise PermanentStackError(
+                    spec.label, f"{TAG} program error: injected permanent fault"
+                )
             state = self._read(spec)
             salt = self._salt(state)
             writes = operation in (Operation.UP, Operation.DESTROY, Operation.REFRESH)
             if writes:
-                state["pending_operation"] = {"operation": operation.value, "pid": os.getpid(), "started": time.time()}
+                state["pending_operation"] = {
+                    "operation": operation.value,
+                    "pid": os.getpid(),
+                    "started": time.time(),
+                }
                 self._write(spec, state)
             if fault == "hang":
                 listener.line(f"{TAG} hanging until cancelled (injected fault)")
@@ -362,7 +397,9 @@ class SimulatedEngine:
             else:
                 diff, new_resources = self._diff(state, run, salt)
             self._emit(spec, operation, diff, listener, "started")
+            self._journal(spec, operation, "start")
             self._wait(spec, self._latency(spec), cancel)
+            self._journal(spec, operation, "end")
             self._emit(spec, operation, diff, listener, "done")
             if operation is Operation.UP:
                 assert run is not None
@@ -374,8 +411,10 @@ class SimulatedEngine:
             if writes:
                 state.pop("pending_operation", None)
                 self._write(spec, state)
-            outputs = self._decrypt_outputs(spec, state) if operation is not Operation.PREVIEW else (
-                dict(run.exports) if run is not None else {}
+            outputs = (
+                self._decrypt_outputs(spec, state)
+                if operation is not Operation.PREVIEW
+                else (dict(run.exports) if run is not None else {})
             )
         counts = diff.counts
         listener.line(
@@ -404,7 +443,11 @@ class SimulatedEngine:
         return _Diff(ChangeCounts(update=update, same=len(resources) - update), steps)
 
     def _emit(
-        self, spec: StackSpec, operation: Operation, diff: _Diff, listener: Listener,
+        self,
+        spec: StackSpec,
+        operation: Operation,
+        diff: _Diff,
+        listener: Listener,
         status: Literal["started", "done"],
     ) -> None:
         symbol = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": " "}
@@ -449,7 +492,9 @@ class SimulatedEngine:
     def remove(self, spec: StackSpec) -> None:
         path = self._state_path(spec)
         if self.exists(spec):
-            raise PermanentStackError(spec.label, f"{TAG} stack still has resources; destroy it first")
+            raise PermanentStackError(
+                spec.label, f"{TAG} stack still has resources; destroy it first"
+            )
         path.unlink(missing_ok=True)
 
     def versions(self) -> dict[str, str]:

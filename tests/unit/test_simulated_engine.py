@@ -27,10 +27,15 @@ def toy(cidr: str = "10.0.0.0/16", subnets: int = 2) -> Any:
     def program() -> dict[str, Any]:
         vpc = aws.ec2.Vpc("vpc", cidr_block=cidr)
         ids = [
-            aws.ec2.Subnet(f"s{i}", vpc_id=vpc.id, cidr_block=f"10.0.{i}.0/24").id for i in range(subnets)
+            aws.ec2.Subnet(f"s{i}", vpc_id=vpc.id, cidr_block=f"10.0.{i}.0/24").id
+            for i in range(subnets)
         ]
         pw = random.RandomPassword("pw", length=20, special=False)
-        return {"vpc_id": vpc.id, "subnet_ids": pulumi.Output.all(*ids), "password": pulumi.Output.secret(pw.result)}
+        return {
+            "vpc_id": vpc.id,
+            "subnet_ids": pulumi.Output.all(*ids),
+            "password": pulumi.Output.secret(pw.result),
+        }
 
     return program
 
@@ -41,8 +46,11 @@ def spec(program: Any, node: str = "networking") -> StackSpec:
 
 @pytest.fixture
 def engine(tmp_path: Path) -> SimulatedEngine:
-    settings = get_settings(state_dir=tmp_path, state_passphrase=SecretStr("correct horse battery"),
-                            simulation={"mysql": "off"})
+    settings = get_settings(
+        state_dir=tmp_path,
+        state_passphrase=SecretStr("correct horse battery"),
+        simulation={"mysql": "off"},
+    )
     return SimulatedEngine(settings)
 
 
@@ -78,7 +86,9 @@ def test_destroy_empties_the_state(engine: SimulatedEngine) -> None:
     assert not engine.exists(spec(toy())) and engine.outputs(spec(toy())) == {}
 
 
-def test_secret_outputs_encrypted_at_rest_and_masked(engine: SimulatedEngine, tmp_path: Path) -> None:
+def test_secret_outputs_encrypted_at_rest_and_masked(
+    engine: SimulatedEngine, tmp_path: Path
+) -> None:
     result = engine.run(Operation.UP, spec(toy()), Lines())
     password = result.outputs["password"]
     assert password.secret and MASK in repr(password)
@@ -87,10 +97,17 @@ def test_secret_outputs_encrypted_at_rest_and_masked(engine: SimulatedEngine, tm
     assert engine.outputs(spec(toy()))["password"].value == password.value
 
 
-def test_wrong_passphrase_is_a_clear_permanent_error(engine: SimulatedEngine, tmp_path: Path) -> None:
+def test_wrong_passphrase_is_a_clear_permanent_error(
+    engine: SimulatedEngine, tmp_path: Path
+) -> None:
     engine.run(Operation.UP, spec(toy()), Lines())
-    other = SimulatedEngine(get_settings(state_dir=tmp_path, state_passphrase=SecretStr("wrong one!"),
-                                         simulation={"mysql": "off"}))
+    other = SimulatedEngine(
+        get_settings(
+            state_dir=tmp_path,
+            state_passphrase=SecretStr("wrong one!"),
+            simulation={"mysql": "off"},
+        )
+    )
     with pytest.raises(PermanentStackError, match="incorrect passphrase"):
         other.outputs(spec(toy()))
 
@@ -146,7 +163,9 @@ def test_hang_until_cancelled(engine: SimulatedEngine, tmp_path: Path) -> None:
 
 
 def test_latency_per_stack(tmp_path: Path) -> None:
-    settings = get_settings(state_dir=tmp_path, simulation={"mysql": "off", "latency_s": {"*": 0.0, "networking": 0.6}})
+    settings = get_settings(
+        state_dir=tmp_path, simulation={"mysql": "off", "latency_s": {"*": 0.0, "networking": 0.6}}
+    )
     engine = SimulatedEngine(settings)
     slow = engine.run(Operation.UP, spec(toy()), Lines())
     fast = engine.run(Operation.UP, spec(toy(), node="other"), Lines())
@@ -154,7 +173,9 @@ def test_latency_per_stack(tmp_path: Path) -> None:
 
 
 def test_concurrent_operations_on_different_stacks_overlap_safely(tmp_path: Path) -> None:
-    settings = get_settings(state_dir=tmp_path, simulation={"mysql": "off", "latency_s": {"*": 1.0}})
+    settings = get_settings(
+        state_dir=tmp_path, simulation={"mysql": "off", "latency_s": {"*": 1.0}}
+    )
     engine = SimulatedEngine(settings)
     results: dict[str, Any] = {}
 
@@ -175,10 +196,15 @@ def test_concurrent_operations_on_different_stacks_overlap_safely(tmp_path: Path
     assert len(vpcs) == 4
 
 
-def test_a_second_process_on_the_same_stack_meets_the_lock(engine: SimulatedEngine, tmp_path: Path) -> None:
+def test_a_second_process_on_the_same_stack_meets_the_lock(
+    engine: SimulatedEngine, tmp_path: Path
+) -> None:
     inject_fault(tmp_path, "networking", hang=True)
-    thread = threading.Thread(target=lambda: pytest.raises(OperationCancelled, engine.run, Operation.UP,
-                                                           spec(toy()), Lines()))
+    def hold() -> None:
+        with pytest.raises(OperationCancelled):
+            engine.run(Operation.UP, spec(toy()), Lines())
+
+    thread = threading.Thread(target=hold)
     thread.start()
     time.sleep(0.5)
     other = SimulatedEngine(engine.settings)
@@ -205,12 +231,14 @@ def test_program_error_is_permanent_and_names_the_stack(engine: SimulatedEngine)
     def broken() -> dict[str, Any]:
         raise ValueError("bad program")
 
-    with pytest.raises(PermanentStackError, match="stack 'dev/networking'.*bad program"):
+    with pytest.raises(PermanentStackError, match=r"stack 'dev/networking'.*bad program"):
         engine.run(Operation.UP, spec(broken), Lines())
 
 
 def test_drift_knob(tmp_path: Path) -> None:
-    settings = get_settings(state_dir=tmp_path, simulation={"mysql": "off", "drift": ["networking"]})
+    settings = get_settings(
+        state_dir=tmp_path, simulation={"mysql": "off", "drift": ["networking"]}
+    )
     engine = SimulatedEngine(settings)
     engine.run(Operation.UP, spec(toy()), Lines())
     assert engine.run(Operation.DRIFT, spec(toy()), Lines()).changes.update == 1

@@ -1,0 +1,58 @@
+"""A record per deployed environment (kind, when first deployed, TTL), for the cleanup of ephemeral ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from stackflow.settings import EnvironmentKind, Settings
+
+
+@dataclass(frozen=True)
+class EnvironmentRecord:
+    name: str
+    kind: str
+    created: float
+    ttl_hours: float | None
+
+    def expired(self, now: float | None = None) -> bool:
+        if self.kind != EnvironmentKind.EPHEMERAL.value or self.ttl_hours is None:
+            return False
+        return (now or time.time()) >= self.created + self.ttl_hours * 3600
+
+
+def _dir(state_dir: Path) -> Path:
+    return state_dir / "environments"
+
+
+def record_deploy(settings: Settings) -> EnvironmentRecord:
+    """Remember an environment at its first successful deploy (later deploys keep the first time)."""
+    path = _dir(settings.state_dir) / f"{settings.environment}.json"
+    if path.exists():
+        return EnvironmentRecord(**json.loads(path.read_text()))
+    ephemeral = settings.environment_kind is EnvironmentKind.EPHEMERAL
+    record = EnvironmentRecord(
+        settings.environment,
+        settings.environment_kind.value,
+        time.time(),
+        settings.ttl_hours if ephemeral else None,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(record)))
+    tmp.replace(path)
+    return record
+
+
+def list_environments(state_dir: Path) -> list[EnvironmentRecord]:
+    folder = _dir(state_dir)
+    if not folder.exists():
+        return []
+    return [EnvironmentRecord(**json.loads(p.read_text())) for p in sorted(folder.glob("*.json"))]
+
+
+def forget(state_dir: Path, name: str) -> None:
+    (_dir(state_dir) / f"{name}.json").unlink(missing_ok=True)
