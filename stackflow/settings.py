@@ -446,6 +446,12 @@ class Settings(_Section):
         None,
         description="Pulumi secrets provider other than the passphrase, e.g. awskms://alias/my-key.",
     )
+    local_prefect_port: int = Field(
+        4277,
+        ge=1024,
+        le=65535,
+        description="Port of the local Prefect server the CLI starts when PREFECT_API_URL is unset.",
+    )
     stack_retries: int = Field(
         3,
         ge=0,
@@ -463,12 +469,12 @@ class Settings(_Section):
         None, description="Pulumi Cloud access token (for the Cloud backend)."
     )
 
-    aws: AwsSettings = Field(default_factory=AwsSettings)  # type: ignore[arg-type]
-    network: NetworkSettings = Field(default_factory=NetworkSettings)  # type: ignore[arg-type]
-    database: DatabaseSettings = Field(default_factory=DatabaseSettings)  # type: ignore[arg-type]
-    app: AppSettings = Field(default_factory=AppSettings)  # type: ignore[arg-type]
-    migrations: MigrationSettings = Field(default_factory=MigrationSettings)  # type: ignore[arg-type]
-    simulation: SimulationSettings = Field(default_factory=SimulationSettings)  # type: ignore[arg-type]
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    app: AppSettings = Field(default_factory=AppSettings)
+    migrations: MigrationSettings = Field(default_factory=MigrationSettings)
+    simulation: SimulationSettings = Field(default_factory=SimulationSettings)
 
     @field_validator("environment")
     @classmethod

@@ -1,0 +1,492 @@
+"""The pipeline flows: deploy, preview, refresh, destroy and drift over the stack graph.
+
+Each flow validates its parameters into a `PipelineRequest`, walks `GRAPH` submitting one task per
+node with its upstream nodes' futures as inputs (so independent nodes run at the same time), and
+ends with a summary: a Prefect markdown artifact, Prefect events, and the returned dict the CLI
+prints. Settings come from the environment of whoever runs the flow; parameters carry no secrets.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Annotated, Any
+
+from prefect import Flow, flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.events import emit_event
+from prefect.futures import PrefectFuture
+from prefect.logging import get_run_logger
+from prefect.tasks import exponential_backoff
+from programs.app import AppOutputs
+from programs.database import DatabaseOutputs
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+
+from stackflow.engine import Operation, get_engine
+from stackflow.engine.simulated import simulated_database_binding
+from stackflow.environments import record_deploy
+from stackflow.errors import ConfirmationRequired, StackError, StackflowError
+from stackflow.fingerprint import FingerprintStore
+from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
+from stackflow.redact import Redactor
+from stackflow.secretbox import local_passphrase
+from stackflow.settings import MysqlTarget, Settings, get_settings, validate_environment_name
+from tasks.stacks import RunContext, StackOutcome, stack_operation
+
+# The UI renders an enum as a pick list; its members come from the graph, declared once.
+StackName = Enum("StackName", {name: name for name in GRAPH.order()}, type=str)  # type: ignore[misc]
+
+EnvironmentName = Annotated[
+    str,
+    AfterValidator(validate_environment_name),
+    Field(
+        description="Environment: lowercase, DNS-safe, <= 20 characters (dev, staging, prod, pr-123)."
+    ),
+]
+Stacks = Annotated[
+    list[StackName] | None,
+    Field(
+        description="Run only these stacks; what they need from upstream is read from state. Empty: all."
+    ),
+]
+
+
+class DriftDetected(StackflowError):
+    """A drift check found stacks whose cloud resources differ from their state."""
+
+
+class PipelineFailed(StackflowError):
+    """A node of the pipeline failed; the message names it and why."""
+
+
+class PipelineRequest(BaseModel):
+    """A validated request to run one operation over an environment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    environment: EnvironmentName = "dev"
+    operation: Operation = Operation.UP
+    stacks: list[str] = Field(default_factory=list, description="Targeted stacks; empty means all.")
+    force: bool = Field(
+        False, description="Run `up` even on stacks whose fingerprint is unchanged."
+    )
+    confirm: bool = Field(False, description="Confirm destroying a protected (prod) environment.")
+
+
+@dataclass
+class PipelineSummary:
+    """What a run did, per node, with every secret masked."""
+
+    environment: str
+    operation: str
+    engine: str
+    simulated: bool
+    outcomes: list[StackOutcome] = field(default_factory=list)
+    failed: str | None = None
+    engine_calls: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "environment": self.environment,
+            "operation": self.operation,
+            "engine": self.engine,
+            "simulated": self.simulated,
+            "failed": self.failed,
+            "engine_calls": list(self.engine_calls),
+            "duration_s": round(self.duration_s, 3),
+            "stacks": [
+                {
+                    "stack": o.node,
+                    "operation": o.operation,
+                    "status": o.status,
+                    "changes": o.changes.as_dict(),
+                    "duration_s": round(o.duration_s, 3),
+                    "outputs": o.shown_outputs(),
+                    "note": o.note,
+                }
+                for o in self.outcomes
+            ],
+        }
+
+    def markdown(self) -> str:
+        sim = (
+            " — **simulated** (Pulumi mock runtime, nothing was deployed to AWS)"
+            if self.simulated
+            else ""
+        )
+        head = f"# {self.operation} `{self.environment}`{sim}\n\n"
+        if self.failed:
+            head += f"**Failed:** {self.failed}\n\n"
+        rows = [
+            "| stack | operation | status | create | update | replace | delete | same | seconds | note |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for o in self.outcomes:
+            c = o.changes
+            rows.append(
+                f"| {o.node} | {o.operation} | {o.status} | {c.create} | {c.update} | {c.replace} | "
+                f"{c.delete} | {c.same} | {o.duration_s:.2f} | {o.note} |"
+            )
+        outs = []
+        for o in self.outcomes:
+            shown = o.shown_outputs()
+            if shown:
+                outs.append(f"\n**{o.node}**\n")
+                outs.extend(f"- `{k}`: `{v}`" for k, v in shown.items())
+        return (
+            head + "\n".join(rows) + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "") + "\n"
+        )
+
+
+def _stored_outcome(ctx: RunContext, node: str) -> StackOutcome:
+    """A stack outside the targets: its outputs are read from state, not redeployed."""
+    outputs = ctx.engine.outputs(bare_spec(ctx.settings, node))
+    for value in outputs.values():
+        if value.secret and isinstance(value.value, str):
+            ctx.redactor.add(value.value)
+    typed = parse_outputs(ctx.graph[node], outputs)
+    return StackOutcome(
+        node,
+        "read",
+        "read",
+        outputs=outputs,
+        typed=typed,
+        simulated=ctx.engine.simulated,
+        note="outputs read from state (not targeted)",
+    )
+
+
+@task(
+    name="migrate",
+    task_run_name="migrate-{environment}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+)
+def migrate_step(
+    ctx: RunContext, environment: str, upstream: dict[str, StackOutcome]
+) -> StackOutcome:
+    """Bring the database schema to the latest version (a nested task with its own retries)."""
+    from tasks.migrate import run_migrations
+
+    logger = get_run_logger()
+    started = time.monotonic()
+    db = upstream["database"].typed
+    assert isinstance(db, DatabaseOutputs)
+    if upstream["database"].placeholder:
+        return StackOutcome(
+            "migrate", "migrate", "skipped", note="database not deployed yet (preview)"
+        )
+    if ctx.engine.simulated:
+        binding = simulated_database_binding(ctx.settings, log=logger.info)
+        if binding is None:
+            logger.info(
+                "migrate skipped: simulated database has no real MySQL (STACKFLOW_SIM_MYSQL=off)"
+            )
+            return StackOutcome(
+                "migrate",
+                "migrate",
+                "skipped",
+                simulated=True,
+                note="simulated: no real MySQL bound (STACKFLOW_SIM_MYSQL=off)",
+            )
+    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    ctx.redactor.add(db.password.get_secret_value())
+    report = run_migrations.with_options(retries=ctx.settings.migrations.retries)(
+        target, ctx.settings.migrations, environment
+    )
+    applied = len(report.applied)
+    note = f"{applied} applied, {report.already_applied} already applied"
+    if ctx.engine.simulated:
+        note += " (on a real local MySQL bound to the simulated database)"
+    return StackOutcome(
+        "migrate",
+        "migrate",
+        "migrated" if applied else "unchanged",
+        duration_s=time.monotonic() - started,
+        simulated=ctx.engine.simulated,
+        note=note,
+    )
+
+
+@task(
+    name="verify", task_run_name="verify-{environment}", cache_policy=NO_CACHE, persist_result=False
+)
+def verify_step(
+    ctx: RunContext, environment: str, upstream: dict[str, StackOutcome]
+) -> StackOutcome:
+    """Poll the app's health URL; skipped in simulation, where no load balancer exists."""
+    from tasks.verify import check_url, verify_health
+
+    app = upstream["app"].typed
+    assert isinstance(app, AppOutputs)
+    if ctx.engine.simulated:
+        get_run_logger().info(
+            "verify skipped: simulated (there is no real load balancer at %s)", app.url
+        )
+        return StackOutcome(
+            "verify",
+            "verify",
+            "skipped",
+            simulated=True,
+            note="simulated: no real load balancer to poll",
+        )
+    check_url(app.url)
+    started = time.monotonic()
+    status = verify_health(app.url, ctx.settings.app.health_check_path)
+    return StackOutcome(
+        "verify",
+        "verify",
+        "healthy",
+        duration_s=time.monotonic() - started,
+        note=f"{app.url}{ctx.settings.app.health_check_path} answered {status}",
+    )
+
+
+def build_context(settings: Settings) -> RunContext:
+    engine = get_engine(settings)
+    passphrase = (
+        settings.state_passphrase.get_secret_value()
+        if settings.state_passphrase is not None
+        else local_passphrase(settings)
+        if engine.simulated
+        else None
+    )
+    redactor = Redactor(settings.secret_values())
+    if passphrase:
+        redactor.add(passphrase)
+    return RunContext(
+        settings, engine, GRAPH, redactor, FingerprintStore(settings.state_dir, passphrase)
+    )
+
+
+def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> PipelineSummary:
+    """Run one operation over the graph inside the current flow run.
+
+    Raises:
+        ConfirmationRequired: destroy of a protected environment without `confirm`.
+        PipelineFailed: a node failed; names it and the reason.
+        DriftDetected: a drift check found differences.
+    """
+    logger = get_run_logger()
+    settings = settings or get_settings(environment=request.environment)
+    op = request.operation
+    if op is Operation.DESTROY and settings.profile.protected and not request.confirm:
+        raise ConfirmationRequired(
+            f"environment {settings.environment!r} is {settings.environment_kind.value}: destroying it "
+            "needs explicit confirmation (CLI: --yes; flow parameter: confirm=true). Nothing was changed."
+        )
+    ctx = build_context(settings)
+    graph = ctx.graph
+    selected = graph.select(request.stacks)
+    retries = settings.stack_retries
+    stack_task = stack_operation.with_options(
+        retries=retries,
+        retry_delay_seconds=exponential_backoff(backoff_factor=settings.retry_delay_s)(
+            max(retries, 1)
+        )
+        if settings.retry_delay_s > 0
+        else 0,
+    )
+    summary = PipelineSummary(settings.environment, op.value, ctx.engine.name, ctx.engine.simulated)
+    started = time.monotonic()
+    if ctx.engine.simulated:
+        logger.info("engine: simulated (Pulumi mock runtime; nothing is deployed to AWS)")
+
+    futures: dict[str, PrefectFuture[StackOutcome]] = {}
+    known: dict[str, StackOutcome] = {}
+    forward = op is not Operation.DESTROY
+    order = graph.order() if forward else graph.reverse()
+    for name in order:
+        node = graph[name]
+        if name not in selected:
+            continue
+        if node.kind is NodeKind.STEP and op is not Operation.UP:
+            continue  # migrations and verification belong to deploys only
+        if op in (Operation.REFRESH, Operation.DRIFT):
+            futures[name] = stack_task.submit(
+                ctx, name, op, upstream={}
+            )  # independent: all at once
+        elif forward:
+            deps: dict[str, Any] = {}
+            for up in node.upstream:
+                if up in futures:
+                    deps[up] = futures[up]
+                elif graph[up].kind is NodeKind.STACK:
+                    known.setdefault(up, _stored_outcome(ctx, up))
+                    deps[up] = known[up]
+            if node.kind is NodeKind.STEP:
+                step = migrate_step if name == "migrate" else verify_step
+                futures[name] = step.submit(ctx, settings.environment, deps)
+                continue
+            placeholders = tuple(
+                u for u, d in deps.items() if isinstance(d, StackOutcome) and d.placeholder
+            )
+            futures[name] = stack_task.submit(
+                ctx, name, op, upstream=deps, force=request.force, placeholders=placeholders
+            )
+        else:
+            after = [futures[d] for d in graph.downstream(name) if d in futures]
+            futures[name] = stack_task.submit(
+                ctx, name, op, upstream={}, wait_for=after, return_state=False
+            )
+
+    for name, future in futures.items():
+        try:
+            outcome = future.result()
+        except StackError as exc:
+            summary.failed = summary.failed or ctx.redactor(str(exc))
+            summary.outcomes.append(
+                StackOutcome(name, op.value, "failed", note=ctx.redactor(exc.reason))
+            )
+            continue
+        except Exception as exc:  # upstream failed, or a step failed
+            reason = ctx.redactor(str(exc))
+            if summary.failed is None:
+                summary.failed = f"{name}: {reason}"
+                summary.outcomes.append(StackOutcome(name, op.value, "failed", note=reason))
+            else:
+                summary.outcomes.append(
+                    StackOutcome(name, op.value, "not run", note="an upstream node failed")
+                )
+            continue
+        summary.outcomes.append(outcome)
+    summary.engine_calls = list(ctx.engine_calls)
+    summary.duration_s = time.monotonic() - started
+    _publish(summary, settings)
+    if summary.failed:
+        raise PipelineFailed(summary.failed)
+    if op is Operation.UP and not request.stacks:
+        record_deploy(settings)
+    drifted = [o.node for o in summary.outcomes if o.status == "drift"]
+    if drifted:
+        raise DriftDetected(f"drift detected in {settings.environment}: {', '.join(drifted)}")
+    return summary
+
+
+def _publish(summary: PipelineSummary, settings: Settings) -> None:
+    """The summary as a markdown artifact and one Prefect event per stack."""
+    create_markdown_artifact(
+        markdown=summary.markdown(),
+        key=f"{summary.operation}-{summary.environment}",
+        description=f"stackflow {summary.operation} of {summary.environment}"
+        + (" (simulated)" if summary.simulated else ""),
+    )
+    names = {"updated": "stack.updated", "failed": "stack.failed", "drift": "drift.detected"}
+    for o in summary.outcomes:
+        event = names.get(o.status)
+        if event is None:
+            continue
+        emit_event(
+            event=f"stackflow.{event}",
+            resource={
+                "prefect.resource.id": f"stackflow.stack.{summary.environment}.{o.node}",
+                "prefect.resource.name": f"{summary.environment}/{o.node}",
+                "stackflow.environment": summary.environment,
+                "stackflow.stack": o.node,
+            },
+            payload={
+                "operation": o.operation,
+                "changes": o.changes.as_dict(),
+                "simulated": summary.simulated,
+                "note": o.note,
+            },
+        )
+
+
+def _request(
+    environment: str, operation: Operation, stacks: list[Any] | None, **kw: bool
+) -> PipelineRequest:
+    return PipelineRequest(
+        environment=environment,
+        operation=operation,
+        stacks=[getattr(s, "value", s) for s in stacks or []],
+        **kw,
+    )
+
+
+@flow(name="deploy", flow_run_name="deploy-{environment}", log_prints=False, persist_result=False)
+def deploy(
+    environment: EnvironmentName = "dev", stacks: Stacks = None, force: bool = False
+) -> dict[str, Any]:
+    """Bring an environment up: networking, database, migrations, app, verification.
+
+    Args:
+        environment: the environment to deploy (dev, staging, prod, pr-123).
+        stacks: only these stacks; the rest are read from state.
+        force: update stacks even when nothing changed since their last successful update.
+    """
+    return run_pipeline(_request(environment, Operation.UP, stacks, force=force)).as_dict()
+
+
+@flow(name="preview", flow_run_name="preview-{environment}", log_prints=False, persist_result=False)
+def preview(environment: EnvironmentName = "dev", stacks: Stacks = None) -> dict[str, Any]:
+    """Show what a deploy would change, stack by stack, changing nothing.
+
+    Args:
+        environment: the environment to preview.
+        stacks: only these stacks.
+    """
+    return run_pipeline(_request(environment, Operation.PREVIEW, stacks)).as_dict()
+
+
+@flow(name="refresh", flow_run_name="refresh-{environment}", log_prints=False, persist_result=False)
+def refresh(environment: EnvironmentName = "dev", stacks: Stacks = None) -> dict[str, Any]:
+    """Update each stack's state from what exists in the cloud.
+
+    Args:
+        environment: the environment to refresh.
+        stacks: only these stacks.
+    """
+    return run_pipeline(_request(environment, Operation.REFRESH, stacks)).as_dict()
+
+
+@flow(name="drift", flow_run_name="drift-{environment}", log_prints=False, persist_result=False)
+def drift(environment: EnvironmentName = "dev", stacks: Stacks = None) -> dict[str, Any]:
+    """Check every stack for drift (a refresh preview); drift fails the run and emits an event.
+
+    Args:
+        environment: the environment to check.
+        stacks: only these stacks.
+    """
+    return run_pipeline(_request(environment, Operation.DRIFT, stacks)).as_dict()
+
+
+@flow(name="destroy", flow_run_name="destroy-{environment}", log_prints=False, persist_result=False)
+def destroy(
+    environment: EnvironmentName = "dev",
+    stacks: Stacks = None,
+    confirm: Annotated[bool, Field(description="Required to destroy a prod environment.")] = False,
+) -> dict[str, Any]:
+    """Destroy an environment's stacks in reverse dependency order.
+
+    Args:
+        environment: the environment to destroy.
+        stacks: only these stacks.
+        confirm: must be true to destroy a protected (prod) environment.
+    """
+    return run_pipeline(_request(environment, Operation.DESTROY, stacks, confirm=confirm)).as_dict()
+
+
+FLOWS: dict[str, Flow[..., dict[str, Any]]] = {
+    "up": deploy,
+    "preview": preview,
+    "refresh": refresh,
+    "drift": drift,
+    "destroy": destroy,
+}
+
+
+def database_target(settings: Settings) -> MysqlTarget:
+    """The environment's database, from its stack outputs (for `migrate`)."""
+    engine = get_engine(settings)
+    outputs = engine.outputs(bare_spec(settings, "database"))
+    db = parse_outputs(GRAPH["database"], outputs)
+    assert isinstance(db, DatabaseOutputs)
+    if engine.simulated:
+        simulated_database_binding(settings)
+    return MysqlTarget(
+        db.host, db.port, db.user, SecretStr(db.password.get_secret_value()), db.database
+    )

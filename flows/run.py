@@ -1,0 +1,220 @@
+"""stackflow's command line: `python flows/run.py <command> [options]`.
+
+Runs the same Prefect flows the UI and schedules run. With no Prefect server configured it starts an
+embedded one for the run. `--help` imports nothing heavy, so it answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, cast
+
+COMMANDS = {
+    "up": "deploy the environment: networking, database, migrations, app, verification",
+    "preview": "show what `up` would change, changing nothing",
+    "refresh": "update state from what exists in the cloud",
+    "destroy": "destroy the environment's stacks in reverse order",
+    "drift": "check every stack for drift; exits 3 when drift is found",
+    "outputs": "print the stacks' outputs (secrets masked)",
+    "graph": "print the stack graph as Mermaid",
+    "migrate": "run schema migrations against the environment's database or --database-url",
+    "server": "start, stop or show the local Prefect server the CLI uses when PREFECT_API_URL is unset",
+}
+EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = 1, 2, 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python flows/run.py",
+        description="Deploy a whole environment (networking, database, app) as one Prefect pipeline.",
+        epilog="Settings come from STACKFLOW_* variables and .env (see README). "
+        "The default engine is 'simulated': nothing is deployed to AWS.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, text in COMMANDS.items():
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument(
+            "--env",
+            "-e",
+            dest="environment",
+            help="environment name (default: STACKFLOW_ENVIRONMENT or dev)",
+        )
+        p.add_argument(
+            "--engine", choices=("simulated", "automation"), help="override STACKFLOW_ENGINE"
+        )
+        if name in ("up", "preview", "refresh", "destroy", "drift", "outputs"):
+            p.add_argument("--stacks", help="comma-separated stacks to run (default: all)")
+        if name == "up":
+            p.add_argument("--force", action="store_true", help="update stacks even if unchanged")
+        if name == "destroy":
+            p.add_argument(
+                "--yes",
+                "-y",
+                action="store_true",
+                help="confirm destroying a protected (prod) environment",
+            )
+        if name == "outputs":
+            p.add_argument(
+                "--json", action="store_true", help="print one JSON object keyed by stack"
+            )
+        if name == "server":
+            p.add_argument("action", choices=("start", "stop", "status"), help="what to do")
+        if name == "migrate":
+            from flows.migrate_cli import add_arguments
+
+            add_arguments(p)
+    return parser
+
+
+def _fail(message: str, code: int = EXIT_FAILED) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    if args.engine:
+        os.environ["STACKFLOW_ENGINE"] = args.engine
+    if args.environment:
+        os.environ["STACKFLOW_ENVIRONMENT"] = args.environment
+    from stackflow.settings import get_settings
+
+    return get_settings()
+
+
+def _use_local_prefect(settings: Any) -> None:
+    """With no PREFECT_API_URL, run against the project's own local server (started once, reused)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from stackflow.localprefect import ensure_local_prefect
+
+    server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print)
+    os.environ["PREFECT_API_URL"] = server.api_url
+    print(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
+
+
+def _server(args: argparse.Namespace, settings: Any) -> int:
+    from stackflow.localprefect import ensure_local_prefect, healthy, stop_local_prefect
+
+    url = f"http://127.0.0.1:{settings.local_prefect_port}"
+    if args.action == "start":
+        print(
+            f"Prefect UI: {ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print).url}"
+        )
+    elif args.action == "stop":
+        print(
+            "stopped" if stop_local_prefect(settings.state_dir) else "no local server was recorded"
+        )
+    else:
+        print(f"{url}: {'running' if healthy(url) else 'not running'}")
+    return 0
+
+
+def _stacks(args: argparse.Namespace) -> list[str]:
+    raw = getattr(args, "stacks", None) or ""
+    names = [s.strip() for s in raw.split(",") if s.strip()]
+    from stackflow.graph import GRAPH
+
+    GRAPH.select(names)  # raises UnknownStackError naming the accepted stacks
+    return names
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    sim = "  [simulated: nothing was deployed to AWS]" if summary["simulated"] else ""
+    print(f"\n{summary['operation']} {summary['environment']} ({summary['engine']} engine){sim}")
+    header = f"{'stack':<11} {'status':<10} {'+':>3} {'~':>3} {'+-':>3} {'-':>3} {'=':>3} {'secs':>7}  note"
+    print(header)
+    print("-" * len(header))
+    for s in summary["stacks"]:
+        c = s["changes"]
+        print(
+            f"{s['stack']:<11} {s['status']:<10} {c['create']:>3} {c['update']:>3} {c['replace']:>3} "
+            f"{c['delete']:>3} {c['same']:>3} {s['duration_s']:>7.2f}  {s['note']}"
+        )
+    print(
+        f"engine operations: {len(summary['engine_calls'])}; wall time {summary['duration_s']:.2f}s"
+    )
+
+
+def _run_flow(args: argparse.Namespace, settings: Any) -> int:
+    from flows.pipeline import FLOWS
+
+    kwargs: dict[str, Any] = {"environment": settings.environment, "stacks": _stacks(args) or None}
+    if args.command == "up":
+        kwargs["force"] = args.force
+    if args.command == "destroy":
+        kwargs["confirm"] = args.yes
+    from prefect.client.schemas.objects import State
+
+    state = cast(State[Any], FLOWS[args.command](**kwargs, return_state=True))
+    if state.is_completed():
+        summary = state.result()
+        print_summary(summary)
+        return 0
+    from flows.pipeline import DriftDetected
+
+    try:
+        state.result()
+    except DriftDetected as exc:
+        return _fail(str(exc), EXIT_DRIFT)
+    except Exception as exc:
+        return _fail(str(exc))
+    return _fail(f"flow ended in state {state.type.value}")
+
+
+def _outputs(args: argparse.Namespace, settings: Any) -> int:
+    from stackflow.engine import get_engine
+    from stackflow.graph import GRAPH, bare_spec
+
+    engine = get_engine(settings)
+    wanted = _stacks(args) or GRAPH.stacks
+    result = {
+        n: {k: v.shown() for k, v in engine.outputs(bare_spec(settings, n)).items()}
+        for n in wanted
+        if n in GRAPH.stacks
+    }
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return 0
+    sim = " [simulated]" if engine.simulated else ""
+    for stack, outs in result.items():
+        print(f"{settings.environment}/{stack}{sim}" + ("" if outs else ": not deployed"))
+        for k, v in outs.items():
+            print(f"  {k:<24} {v}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "graph":
+        from stackflow.graph import GRAPH
+
+        print(GRAPH.mermaid())
+        return 0
+    from stackflow.errors import StackflowError
+
+    try:
+        settings = _settings(args)
+        if args.command == "outputs":
+            return _outputs(args, settings)
+        if args.command == "server":
+            return _server(args, settings)
+        if args.command == "migrate":
+            from flows.migrate_cli import run as migrate_run
+            from flows.pipeline import database_target
+
+            return int(
+                migrate_run(args, settings, target_from_stack=lambda: database_target(settings))
+            )
+        _use_local_prefect(settings)
+        return _run_flow(args, settings)
+    except StackflowError as exc:
+        return _fail(str(exc), EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

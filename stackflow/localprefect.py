@@ -1,0 +1,145 @@
+"""A local Prefect server owned by the project (SQLite under the state folder).
+
+`python flows/run.py` uses it when no PREFECT_API_URL is configured: started on first use, reused
+by later runs (so they start in about a second and show up in its UI), stopped with
+`python flows/run.py server stop`. Tests start their own with `start_prefect_server`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackflow.errors import StackflowError
+
+
+class PrefectServerError(StackflowError):
+    """The local Prefect server did not start."""
+
+
+@dataclass(frozen=True)
+class PrefectServer:
+    url: str
+    home: Path
+    pid: int
+    log: Path
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+
+def healthy(url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/health", timeout=timeout) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _prefect_executable() -> str:
+    return shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
+
+
+def start_prefect_server(
+    home: Path, port: int, *, ui: bool = True, timeout: float = 120.0
+) -> PrefectServer:
+    """Start `prefect server start` detached, with its own PREFECT_HOME; wait until healthy.
+
+    Raises:
+        PrefectServerError: with the tail of its log when it exits or does not answer in time.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "true" if ui else "false",
+        "PREFECT_UI_API_URL": f"{url}/api",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+    }
+    env.pop("PREFECT_API_URL", None)
+    log = home / "server.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise PrefectServerError(
+                f"prefect server exited early (log {log}):\n{log.read_text()[-2000:]}"
+            )
+        if healthy(url):
+            return PrefectServer(url, home, process.pid, log)
+        time.sleep(0.3)
+    process.kill()
+    raise PrefectServerError(
+        f"prefect server did not answer on {url} within {timeout:.0f}s (log {log})"
+    )
+
+
+def stop_prefect_server(pid: int, timeout: float = 15.0) -> None:
+    """Stop a server started by `start_prefect_server` (its whole process group)."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def ensure_local_prefect(
+    state_dir: Path, port: int, say: Callable[[str], object] | None = None
+) -> PrefectServer:
+    """The project's local server: reuse the one recorded in the state folder, else start one."""
+    home = state_dir / "prefect"
+    record = home / "server.json"
+    url = f"http://127.0.0.1:{port}"
+    if record.exists():
+        info = json.loads(record.read_text())
+        if info.get("url") == url and healthy(url):
+            return PrefectServer(url, home, int(info["pid"]), home / "server.log")
+    if healthy(url):
+        raise PrefectServerError(
+            f"port {port} already answers as a Prefect server that stackflow did not start; set "
+            f"PREFECT_API_URL={url}/api to use it, or STACKFLOW_LOCAL_PREFECT_PORT to another port"
+        )
+    if say is not None:
+        say(f"starting a local Prefect server on {url} (first run takes ~15 s; UI at {url})")
+    server = start_prefect_server(home, port)
+    record.write_text(json.dumps({"url": server.url, "pid": server.pid}))
+    return server
+
+
+def stop_local_prefect(state_dir: Path) -> bool:
+    record = state_dir / "prefect" / "server.json"
+    if not record.exists():
+        return False
+    stop_prefect_server(int(json.loads(record.read_text())["pid"]))
+    record.unlink(missing_ok=True)
+    return True
