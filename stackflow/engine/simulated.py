@@ -342,9 +342,18 @@ class SimulatedEngine:
 
     def _journal(self, spec: StackSpec, operation: Operation, phase: str) -> None:
         """One line per operation start and end, for tests and benchmarks to see order and overlap."""
-        line = json.dumps({"t": time.time(), "pid": os.getpid(), "stack": spec.label, "op": operation.value, "phase": phase})
+        line = json.dumps(
+            {
+                "t": time.time(),
+                "pid": os.getpid(),
+                "stack": spec.label,
+                "op": operation.value,
+                "phase": phase,
+            }
+        )
+        # One short write in append mode: lines from several processes do not interleave.
         with open(self.root / "journal.jsonl", "a") as f:
-            f.write(line + "\n")  # one short write in append mode: lines from processes do not interleave
+            f.write(line + "\n")
 
     # -- knobs --
 
