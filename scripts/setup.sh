@@ -44,8 +44,13 @@ stamp=".venv/.stackflow-installed${extras}"
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   say "installing stackflow${extras} from constraints.txt (reproducible pins)"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".${extras}"
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install -q --upgrade pip &&
+         .venv/bin/python -m pip install -q -c constraints.txt -e ".${extras}"; } >"$log" 2>&1; then
+    tail -40 "$log" >&2
+    say "pip install failed (full log: $log)"
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 say "ready: .venv/bin/python flows/run.py --help"
