@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceParseError
 
 from stackflow import PROJECT_ROOT
 from stackflow.errors import SettingsError
@@ -623,6 +624,19 @@ def _format_errors(exc: ValidationError, section: str | None) -> list[str]:
     return lines
 
 
+_SOURCE_FIELD_RE = re.compile(r'field "(?P<field>[^"]+)"')
+
+
+def _format_source_error(exc: SourceParseError, section: str | None) -> str:
+    """A variable whose text could not be parsed (a list or dict field that is not JSON)."""
+    match = _SOURCE_FIELD_RE.search(str(exc))
+    field = match["field"] if match else ""
+    cls = _SECTION_PREFIX[section] if section is not None else Settings
+    info = cls.model_fields.get(field)
+    accepted = info.description if info is not None and info.description else "a JSON value"
+    return f"{_variable_name(section, (field,))}: not valid JSON; accepted: {accepted}"
+
+
 def get_settings(**overrides: Any) -> Settings:
     """Read and validate settings; keyword overrides win over the environment (e.g. environment="prod").
 
@@ -636,11 +650,15 @@ def get_settings(**overrides: Any) -> Settings:
             sections[name] = cls(**(overrides.pop(name, None) or {}))
         except ValidationError as exc:
             problems += _format_errors(exc, name)
+        except SourceParseError as exc:
+            problems.append(_format_source_error(exc, name))
     if not problems:
         try:
             return Settings(**sections, **overrides)
         except ValidationError as exc:
             problems += _format_errors(exc, None)
+        except SourceParseError as exc:
+            problems.append(_format_source_error(exc, None))
     raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
 
 
