@@ -20,10 +20,10 @@ from prefect.events import emit_event
 from prefect.futures import PrefectFuture
 from prefect.logging import get_run_logger
 from prefect.tasks import exponential_backoff
-from programs.app import AppOutputs
-from programs.database import DatabaseOutputs
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
+from programs.app import AppOutputs
+from programs.database import DatabaseOutputs
 from stackflow.engine import Operation, get_engine
 from stackflow.engine.simulated import simulated_database_binding
 from stackflow.environments import record_deploy
