@@ -1,0 +1,233 @@
+"""The app stack: an ECS Fargate service behind an application load balancer.
+
+The container reads its database password from Secrets Manager at start (ECS `secrets`); the
+password itself never appears in this program, its arguments or the task definition.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, Field
+
+from programs.common import LB_NAME_MAX, BaseArgs, Port, tags
+
+STACK = "app"
+CONTAINER = "app"
+LISTENER_PORT = 80
+EXECUTION_POLICY_ARN = "arn:aws:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
+
+
+class AppArgs(BaseArgs, frozen=True):
+    """What the app program needs."""
+
+    region: str = Field(min_length=1)
+    vpc_id: str = Field(min_length=1)
+    public_subnet_ids: list[str] = Field(min_length=2)
+    private_subnet_ids: list[str] = Field(min_length=2)
+    alb_security_group_id: str = Field(min_length=1)
+    app_security_group_id: str = Field(min_length=1)
+    tasks_in_public_subnets: bool
+    db_host: str = Field(min_length=1)
+    db_port: Port
+    db_name: str = Field(min_length=1)
+    db_user: str = Field(min_length=1)
+    db_password_secret_arn: str = Field(min_length=1)
+    image: str = Field(min_length=1)
+    cpu: int = Field(ge=256)
+    memory_mb: int = Field(ge=512)
+    desired_count: int = Field(ge=0)
+    port: Port
+    health_check_path: str = Field(pattern=r"^/\S*$")
+    log_retention_days: int = Field(ge=1)
+
+
+class AppOutputs(BaseModel):
+    """The app stack's exports, resolved."""
+
+    url: str
+    cluster_name: str
+    service_name: str
+    load_balancer_dns: str
+
+
+def _assume_role_policy(account_id: str) -> str:
+    # The account condition stops another account's ECS from assuming the role (confused deputy).
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ecs-tasks.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
+                }
+            ],
+        }
+    )
+
+
+def app(args: AppArgs) -> dict[str, Any]:
+    """Declare the cluster, roles, task definition, load balancer and service; return the exports."""
+    base_tags = tags(args.project, args.environment, STACK)
+    account_id = aws.get_caller_identity().account_id
+
+    cluster = aws.ecs.Cluster("cluster", name=args.name("cluster"), tags=base_tags)
+    log_group = aws.cloudwatch.LogGroup(
+        "app-logs",
+        name=f"/ecs/{args.name('app')}",
+        retention_in_days=args.log_retention_days,
+        tags=base_tags,
+    )
+
+    # IAM role names are global to the account: Pulumi's auto-naming keeps regions apart.
+    execution_role = aws.iam.Role(
+        "execution-role",
+        description=f"ECS pulls the image, writes logs, reads the DB secret ({args.environment})",
+        assume_role_policy=_assume_role_policy(account_id),
+        tags=base_tags,
+    )
+    aws.iam.RolePolicyAttachment(
+        "execution-role-ecs", role=execution_role.id, policy_arn=EXECUTION_POLICY_ARN
+    )
+    aws.iam.RolePolicy(
+        "execution-role-db-secret",
+        role=execution_role.id,
+        policy=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": "secretsmanager:GetSecretValue",
+                        "Resource": args.db_password_secret_arn,
+                    }
+                ],
+            }
+        ),
+    )
+    # The app itself calls no AWS API, so its task role grants nothing.
+    task_role = aws.iam.Role(
+        "task-role",
+        description=f"The app's own AWS identity; no permissions ({args.environment})",
+        assume_role_policy=_assume_role_policy(account_id),
+        tags=base_tags,
+    )
+
+    container_definitions = pulumi.Output.json_dumps(
+        [
+            {
+                "name": CONTAINER,
+                "image": args.image,
+                "essential": True,
+                "portMappings": [{"containerPort": args.port, "protocol": "tcp"}],
+                "environment": [
+                    {"name": "DB_HOST", "value": args.db_host},
+                    {"name": "DB_PORT", "value": str(args.db_port)},
+                    {"name": "DB_NAME", "value": args.db_name},
+                    {"name": "DB_USER", "value": args.db_user},
+                ],
+                "secrets": [{"name": "DB_PASSWORD", "valueFrom": args.db_password_secret_arn}],
+                "logConfiguration": {
+                    "logDriver": "awslogs",
+                    "options": {
+                        "awslogs-group": log_group.name,
+                        "awslogs-region": args.region,
+                        "awslogs-stream-prefix": CONTAINER,
+                    },
+                },
+            }
+        ]
+    )
+    task_definition = aws.ecs.TaskDefinition(
+        "app",
+        family=args.name("app"),
+        requires_compatibilities=["FARGATE"],
+        network_mode="awsvpc",
+        cpu=str(args.cpu),
+        memory=str(args.memory_mb),
+        execution_role_arn=execution_role.arn,
+        task_role_arn=task_role.arn,
+        container_definitions=container_definitions,
+        tags=base_tags,
+    )
+
+    load_balancer = aws.lb.LoadBalancer(
+        "alb",
+        name=args.name("alb", LB_NAME_MAX),
+        load_balancer_type="application",
+        internal=False,
+        subnets=args.public_subnet_ids,
+        security_groups=[args.alb_security_group_id],
+        drop_invalid_header_fields=True,
+        tags=base_tags,
+    )
+    target_group = aws.lb.TargetGroup(
+        "app",
+        # The port is in the name: a new port replaces the group, and the new one must coexist.
+        name=args.name(f"app-{args.port}", LB_NAME_MAX),
+        vpc_id=args.vpc_id,
+        target_type="ip",
+        protocol="HTTP",
+        port=args.port,
+        health_check={
+            "enabled": True,
+            "path": args.health_check_path,
+            "protocol": "HTTP",
+            "port": "traffic-port",
+            "matcher": "200-399",
+            "interval": 15,
+            "healthy_threshold": 2,
+            "unhealthy_threshold": 3,
+        },
+        tags=base_tags,
+    )
+    listener = aws.lb.Listener(
+        "http",
+        load_balancer_arn=load_balancer.arn,
+        port=LISTENER_PORT,
+        protocol="HTTP",
+        default_actions=[{"type": "forward", "target_group_arn": target_group.arn}],
+        tags=base_tags,
+    )
+
+    service = aws.ecs.Service(
+        "app",
+        name=args.name("app"),
+        cluster=cluster.arn,
+        task_definition=task_definition.arn,
+        desired_count=args.desired_count,
+        launch_type="FARGATE",
+        network_configuration={
+            "subnets": (
+                args.public_subnet_ids if args.tasks_in_public_subnets else args.private_subnet_ids
+            ),
+            "security_groups": [args.app_security_group_id],
+            # Without a NAT gateway a task needs a public address to reach the registry.
+            "assign_public_ip": args.tasks_in_public_subnets,
+        },
+        load_balancers=[
+            {
+                "target_group_arn": target_group.arn,
+                "container_name": CONTAINER,
+                "container_port": args.port,
+            }
+        ],
+        health_check_grace_period_seconds=60,
+        deployment_circuit_breaker={"enable": True, "rollback": True},
+        propagate_tags="SERVICE",
+        tags=base_tags,
+        # The target group must be attached to a load balancer before a service can use it.
+        opts=pulumi.ResourceOptions(depends_on=[listener]),
+    )
+
+    return {
+        "url": pulumi.Output.concat("http://", load_balancer.dns_name),
+        "cluster_name": cluster.name,
+        "service_name": service.name,
+        "load_balancer_dns": load_balancer.dns_name,
+    }
