@@ -22,7 +22,7 @@ from pydantic import BaseModel, SecretStr
 
 from stackflow.engine.base import ConfigValue, OutputValue, ProgramFn, StackSpec
 from stackflow.errors import MissingOutputError, UnknownStackError
-from stackflow.settings import Settings
+from stackflow.settings import EnvironmentKind, Settings
 
 Upstream = Mapping[str, BaseModel]
 
@@ -80,6 +80,8 @@ def _database(settings: Settings, up: Upstream) -> tuple[BaseModel, ProgramFn]:
         db_name=db.name,
         username=db.username,
         port=db.port,
+        require_secure_transport=settings.migrations.tls,
+        apply_immediately=settings.environment_kind is not EnvironmentKind.PROD,
     )
     return args, lambda: database(args)
 
