@@ -1,0 +1,763 @@
+"""The automation engine: real stacks through the Pulumi Automation API and the Pulumi CLI.
+
+The only module in the project that imports `pulumi.automation`. Each stack gets a LocalWorkspace
+with an inline program, in its own folder under the state folder (Pulumi.yaml and the stack's
+config file, with the passphrase's salt, survive between runs there). Raw CLI text becomes typed,
+redacted errors in one place (`classify`); log lines and engine events reach the caller through
+the listener, never through prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from importlib.metadata import version as package_version
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import pulumi
+import pulumi.automation as auto
+from pulumi.automation.events import EngineEvent, OpMap, StepEventMetadata
+from semver import VersionInfo
+
+from stackflow.engine.base import (
+    ChangeCounts,
+    Listener,
+    Operation,
+    OperationResult,
+    OutputValue,
+    ProgramFn,
+    ResourceEvent,
+    StackSpec,
+    Stopwatch,
+)
+from stackflow.errors import (
+    EngineUnavailable,
+    OperationCancelled,
+    PermanentStackError,
+    StackError,
+    StackflowError,
+    TransientStackError,
+)
+from stackflow.redact import Redactor
+from stackflow.settings import Settings
+
+T = TypeVar("T")
+
+# Inline programs for refresh and destroy (`--client`) need 3.181; the SDK's own floor is lower.
+MIN_CLI_VERSION = VersionInfo(3, 181, 0)
+INSTALL_URL = "https://www.pulumi.com/docs/install/"
+# Provider plugins follow the installed Python packages, so the CLI runs the code we type-check.
+PLUGINS = (("aws", "pulumi-aws"), ("random", "pulumi-random"))
+# Cloud and self-managed backends answer `pulumi cancel` with nothing running in these words.
+_NOTHING_TO_CANCEL = ("no update in progress", "has never been updated", "already completed")
+_CHANGE = {
+    "create": "create",
+    "import": "create",
+    "import-replacement": "replace",
+    "update": "update",
+    "delete": "delete",
+    "discard": "delete",
+    "discard-replaced": "delete",
+    "remove-pending-replace": "delete",
+    "replace": "replace",
+    "create-replacement": "replace",
+    "delete-replaced": "replace",
+    "same": "same",
+    "read": "same",
+    "read-replacement": "same",
+    "refresh": "refresh",
+}
+_MAX_DETAIL_LINES = 20
+_MAX_DETAIL_CHARS = 4000
+
+
+# --- errors: raw CLI text -> typed, redacted errors, in one place ------------------------------
+
+
+@dataclass(frozen=True)
+class _Rule:
+    transient: bool
+    reason: str
+    markers: tuple[str, ...] = ()
+    types: tuple[type[BaseException], ...] = ()
+
+    def matches(self, exc: BaseException, text: str) -> bool:
+        return isinstance(exc, self.types) or any(m.lower() in text for m in self.markers)
+
+
+# The texts the Pulumi CLI and the AWS provider print; see pulumi/automation/errors.py.
+_LOCK = _Rule(
+    True,
+    "another update holds the stack's lock",
+    markers=("the stack is currently locked by", "Another update is currently in progress"),
+    types=(auto.ConcurrentUpdateError,),
+)
+# First match wins: what a retry cannot fix is checked before what it can.
+_RULES = (
+    _LOCK,
+    _Rule(
+        False,
+        "the Pulumi state passphrase is missing or wrong (STACKFLOW_STATE_PASSPHRASE)",
+        markers=("passphrase must be set", "incorrect passphrase"),
+    ),
+    _Rule(
+        False,
+        "AWS credentials are missing, expired or not allowed (STACKFLOW_AWS_PROFILE or the AWS_* "
+        "variables)",
+        markers=(
+            "NoCredentialProviders",
+            "InvalidClientTokenId",
+            "ExpiredToken",
+            "AccessDenied",
+            "UnrecognizedClientException",
+        ),
+    ),
+    _Rule(False, "a required config value is missing", markers=("Missing required configuration",)),
+    _Rule(
+        False,
+        "the Pulumi program failed",
+        types=(auto.CompilationError, auto.InlineSourceRuntimeError, auto.RuntimeError),
+    ),
+    _Rule(
+        True,
+        "AWS throttled the requests",
+        markers=("Throttling", "Rate exceeded", "TooManyRequestsException", "RequestLimitExceeded"),
+    ),
+    _Rule(
+        True,
+        "a network call failed",
+        markers=(
+            "connection reset",
+            "i/o timeout",
+            "no such host",
+            "TLS handshake timeout",
+            "503 Service Unavailable",
+            "dial tcp",
+        ),
+        types=(ConnectionError, TimeoutError),
+    ),
+)
+_UNKNOWN = _Rule(False, "the Pulumi CLI failed")
+
+
+def _rule(exc: BaseException) -> _Rule:
+    text = str(exc).lower()
+    return next((rule for rule in _RULES if rule.matches(exc, text)), _UNKNOWN)
+
+
+def _detail(exc: BaseException) -> str:
+    """The useful part of an error: stderr and stdout's error lines, not the whole update log."""
+    text = str(exc)
+    if isinstance(exc, auto.CommandError):
+        head, _, stderr = text.partition("\n stderr: ")
+        stdout = head.partition("\n stdout: ")[2]
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        lines += [line.strip() for line in stdout.splitlines() if "error" in line.lower()]
+        text = "\n".join(list(dict.fromkeys(lines))[-_MAX_DETAIL_LINES:]) or text.strip()
+    elif not text:
+        text = type(exc).__name__
+    return text[-_MAX_DETAIL_CHARS:]
+
+
+def is_transient_error(exc: BaseException) -> bool:
+    """Whether a retry may fix `exc` (a lock held, throttling, the network).
+
+    Args:
+        exc: an error from the Automation API, or one of ours.
+    """
+    if isinstance(exc, StackError):
+        return isinstance(exc, TransientStackError)
+    return _rule(exc).transient
+
+
+def classify(exc: BaseException, stack_label: str, redactor: Redactor) -> StackError:
+    """Turn an Automation API error into a transient or permanent stack error.
+
+    The message is redacted before it is put in the exception, so the exception never carries a
+    secret. Unknown errors are permanent: retrying what nobody understood hides it for longer.
+
+    Args:
+        exc: the error the Automation API (or the CLI under it) raised.
+        stack_label: the stack, as people name it (environment/node).
+        redactor: knows the secrets to mask.
+    """
+    if isinstance(exc, StackError):
+        return exc
+    rule = _rule(exc)
+    message = redactor(f"{rule.reason}: {_detail(exc)}")
+    kind = TransientStackError if rule.transient else PermanentStackError
+    return kind(stack_label, message)
+
+
+def _is_lock_conflict(exc: BaseException) -> bool:
+    return _LOCK.matches(exc, str(exc).lower())
+
+
+# --- small helpers -----------------------------------------------------------------------------
+
+
+def pulumi_program(program: ProgramFn) -> auto.PulumiFn:
+    """The inline Pulumi program for `program`: declares its resources and exports what it returns.
+
+    Args:
+        program: a plain program function returning its exports (name -> Output or value).
+    """
+
+    def declare() -> None:
+        for key, value in program().items():
+            pulumi.export(key, value)
+
+    return declare
+
+
+def _secret_strings(value: Any) -> list[str]:
+    """Every string inside a secret output (a secret may be a dict or a list of strings)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _secret_strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _secret_strings(v)]
+    return [] if value is None or isinstance(value, bool) else [str(value)]
+
+
+def _counts(changes: OpMap | Mapping[str, int] | None) -> ChangeCounts:
+    # OpType is a str enum, so the CLI's plain string keys and OpType keys look up alike.
+    raw: Mapping[Any, int] = changes or {}
+    return ChangeCounts(
+        create=int(raw.get("create", 0)) + int(raw.get("import", 0)),
+        update=int(raw.get("update", 0)),
+        delete=int(raw.get("delete", 0)),
+        replace=int(raw.get("replace", 0)),
+        same=int(raw.get("same", 0)),
+    )
+
+
+def _resource_event(
+    event: EngineEvent, spec: StackSpec, operation: Operation
+) -> ResourceEvent | None:
+    metadata: StepEventMetadata
+    if event.resource_pre_event is not None:
+        metadata, status = event.resource_pre_event.metadata, "started"
+    elif event.res_outputs_event is not None:
+        metadata, status = event.res_outputs_event.metadata, "done"
+    elif event.res_op_failed_event is not None:
+        metadata, status = event.res_op_failed_event.metadata, "failed"
+    else:
+        return None
+    op = str(getattr(metadata.op, "value", metadata.op))
+    return ResourceEvent(
+        stack=spec.node,
+        operation=operation,
+        urn=metadata.urn,
+        type=metadata.type,
+        name=metadata.urn.rsplit("::", 1)[-1],
+        change=_CHANGE.get(op, op),
+        status=status,
+    )
+
+
+def _local_cli_processes(stack_name: str) -> list[int]:
+    """Our own child `pulumi` processes working on `stack_name` (read from /proc: Linux only)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    me, found = os.getpid(), []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            argv = [
+                a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0")
+            ]
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if os.path.basename(argv[0]) == "pulumi" and ("--stack", stack_name) in pairwise(argv):
+            found.append(int(entry.name))
+    return found
+
+
+def _install_hint(problem: str) -> str:
+    return (
+        f"the automation engine needs the Pulumi CLI >= {MIN_CLI_VERSION}, and {problem}. "
+        f"Install it from {INSTALL_URL} (or, where the internet is reachable, run "
+        '`python -c "from pulumi.automation import PulumiCommand; PulumiCommand.install()"`, '
+        "which puts it under ~/.pulumi/versions/<sdk version>/, where stackflow also looks). "
+        "Without it, `--engine simulated` (STACKFLOW_ENGINE=simulated) runs everything offline."
+    )
+
+
+def find_pulumi_cli() -> auto.PulumiCommand:
+    """The Pulumi CLI on PATH, or the one `PulumiCommand.install()` put in ~/.pulumi/versions.
+
+    Raises:
+        EngineUnavailable: no CLI, or one older than MIN_CLI_VERSION; says how to install it.
+    """
+    installed = Path.home() / ".pulumi" / "versions" / package_version("pulumi")
+    problem = f"it is neither on PATH nor in {installed}"
+    for root in (None, str(installed)):
+        try:
+            return auto.PulumiCommand(root=root, version=MIN_CLI_VERSION)
+        except FileNotFoundError:
+            continue  # not here; try the next place
+        except subprocess.CalledProcessError as exc:
+            problem = f"`pulumi version` failed with exit code {exc.returncode}"
+        except OSError as exc:
+            problem = f"it could not be started ({exc})"
+        except auto.InvalidVersionError as exc:
+            problem = f"the one found does not fit: {exc}"
+        break
+    raise EngineUnavailable(_install_hint(problem))
+
+
+# --- the engine --------------------------------------------------------------------------------
+
+
+class AutomationEngine:
+    """Engine on the Pulumi Automation API. Safe for concurrent operations on different stacks."""
+
+    name = "automation"
+    simulated = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._guard = threading.Lock()
+        self._plugin_lock = threading.Lock()
+        self._command: auto.PulumiCommand | None = None
+        self._plugins_ready = False
+        self._stacks: dict[str, auto.Stack] = {}
+        self._stack_locks: dict[str, threading.Lock] = {}
+        self._running: dict[str, auto.Stack] = {}
+        self._cancelled: set[str] = set()
+        self._lock_conflicts: dict[str, int] = {}
+        self._known_secrets: set[str] = set(settings.secret_values())
+        self._redactor = Redactor(self._known_secrets)
+
+    # -- settings to workspace --
+
+    @property
+    def backend_url(self) -> str:
+        return self.settings.resolved_backend_url
+
+    @property
+    def secrets_provider(self) -> str:
+        return self.settings.secrets_provider or "passphrase"
+
+    @property
+    def _cloud(self) -> bool:
+        return urlsplit(self.backend_url).scheme == "https"
+
+    def stack_name(self, spec: StackSpec) -> str:
+        """The Pulumi stack name: org/project/environment with a Pulumi org, else the environment."""
+        org = self.settings.pulumi_org
+        if org:
+            return auto.fully_qualified_stack_name(org, spec.pulumi_project, spec.environment)
+        return spec.environment
+
+    def work_dir(self, spec: StackSpec) -> Path:
+        """The workspace folder of one stack; per environment, so parallel runs never share one."""
+        return self.settings.state_dir / "workspaces" / spec.pulumi_project / spec.environment
+
+    def env_vars(self) -> dict[str, str]:
+        """What every Pulumi command of this engine gets in its environment."""
+        s = self.settings
+        env = {
+            "PULUMI_BACKEND_URL": self.backend_url,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "AWS_REGION": s.aws.region,
+        }
+        if self.secrets_provider == "passphrase" and s.state_passphrase is not None:
+            env["PULUMI_CONFIG_PASSPHRASE"] = s.state_passphrase.get_secret_value()
+        if s.pulumi_access_token is not None:
+            env["PULUMI_ACCESS_TOKEN"] = s.pulumi_access_token.get_secret_value()
+        if s.aws.profile:
+            env["AWS_PROFILE"] = s.aws.profile
+        return env
+
+    def _ensure_backend_folder(self) -> None:
+        parts = urlsplit(self.backend_url)
+        if parts.scheme == "file":
+            # file://~/x and file:///abs both occur; Pulumi refuses a folder that does not exist.
+            path = self.backend_url.removeprefix("file://").split("?", 1)[0]
+            Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+
+    def _cli(self) -> auto.PulumiCommand:
+        with self._guard:
+            if self._command is None:
+                self._command = find_pulumi_cli()
+            return self._command
+
+    def _workspace_options(self, spec: StackSpec) -> auto.LocalWorkspaceOptions:
+        work_dir = self.work_dir(spec)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self._ensure_backend_folder()
+        return auto.LocalWorkspaceOptions(
+            work_dir=str(work_dir),
+            env_vars=self.env_vars(),
+            secrets_provider=self.secrets_provider,
+            project_settings=auto.ProjectSettings(
+                name=spec.pulumi_project,
+                runtime="python",
+                backend=auto.ProjectBackend(url=self.backend_url),
+            ),
+            pulumi_command=self._cli(),
+        )
+
+    def _stack(self, spec: StackSpec, *, create: bool) -> auto.Stack | None:
+        """The cached stack, else create-or-select it (create) or select it (None if missing)."""
+        with self._guard:
+            lock = self._stack_locks.setdefault(spec.label, threading.Lock())
+        with lock:
+            with self._guard:
+                cached = self._stacks.get(spec.label)
+            if cached is not None:
+                return cached
+            name, options = self.stack_name(spec), self._workspace_options(spec)
+            program = pulumi_program(spec.program)
+            if create:
+                stack = auto.create_or_select_stack(
+                    stack_name=name, project_name=spec.pulumi_project, program=program, opts=options
+                )
+            else:
+                try:
+                    stack = auto.select_stack(
+                        stack_name=name,
+                        project_name=spec.pulumi_project,
+                        program=program,
+                        opts=options,
+                    )
+                except auto.StackNotFoundError:
+                    return None
+            with self._guard:
+                return self._stacks.setdefault(spec.label, stack)
+
+    def _ensure_plugins(self, workspace: auto.Workspace, listener: Listener) -> None:
+        with self._plugin_lock:
+            if self._plugins_ready:
+                return
+            for plugin, package in PLUGINS:
+                wanted = "v" + package_version(package)
+                listener.line(f"installing the {plugin} provider plugin {wanted} (once per engine)")
+                workspace.install_plugin(plugin, wanted)
+            self._plugins_ready = True
+
+    def _config(self, spec: StackSpec) -> dict[str, auto.ConfigValue]:
+        aws = self.settings.aws
+        config = {"aws:region": auto.ConfigValue(aws.region)}
+        if aws.profile:
+            config["aws:profile"] = auto.ConfigValue(aws.profile)
+        for key, item in spec.config.items():
+            config[key] = auto.ConfigValue(item.value, secret=item.secret)
+        return config
+
+    # -- secrets --
+
+    def _learn(self, *values: str) -> None:
+        fresh = [v for v in values if v]
+        with self._guard:
+            self._known_secrets.update(fresh)
+        self._redactor.add(*fresh)
+
+    def _teach(self, spec: StackSpec, listener: Listener) -> None:
+        """Before an operation: the listener's redactor learns every secret this engine knows."""
+        self._learn(*(item.value for item in spec.config.values() if item.secret))
+        with self._guard:
+            known = list(self._known_secrets)
+        listener.redactor.add(*known)
+
+    def _outputs(
+        self, raw: Mapping[str, auto.OutputValue], listener: Listener | None = None
+    ) -> dict[str, OutputValue]:
+        outputs = {key: OutputValue(item.value, secret=item.secret) for key, item in raw.items()}
+        secrets = [
+            s for item in outputs.values() if item.secret for s in _secret_strings(item.value)
+        ]
+        self._learn(*secrets)
+        if listener is not None:
+            listener.redactor.add(*secrets)
+        return outputs
+
+    # -- errors --
+
+    def _call(
+        self, spec: StackSpec, redactor: Redactor, action: Callable[[], T], *, run: bool = False
+    ) -> T:
+        """Run `action`; any Automation API error leaves as a classified, redacted StackError.
+
+        Args:
+            run: `action` is a stack operation, whose lock conflicts count towards "stale lock".
+        """
+        try:
+            return action()
+        except StackflowError:
+            raise
+        except Exception as exc:
+            failure = self._failure(exc, spec, redactor, run)
+        # Raised outside the handler: the raw CLI text is neither its cause nor its context.
+        raise failure
+
+    def _failure(
+        self, exc: BaseException, spec: StackSpec, redactor: Redactor, run: bool
+    ) -> StackError:
+        locked = _is_lock_conflict(exc)
+        with self._guard:
+            cancelled = spec.label in self._cancelled
+            self._cancelled.discard(spec.label)
+            conflicts = 0
+            if run:  # consecutive lock conflicts of operations; anything else starts again
+                conflicts = self._lock_conflicts.pop(spec.label, 0) + 1
+                if locked:
+                    self._lock_conflicts[spec.label] = conflicts
+        if cancelled:
+            return OperationCancelled(
+                spec.label,
+                redactor(f"operation cancelled on request; the CLI said: {_detail(exc)}"),
+            )
+        error = classify(exc, spec.label, redactor)
+        if locked and run and conflicts > self.settings.stack_retries:
+            return PermanentStackError(
+                spec.label, redactor(self._stale_lock_advice(spec, conflicts, error))
+            )
+        return error
+
+    def _stale_lock_advice(self, spec: StackSpec, attempts: int, error: StackError) -> str:
+        # A killed `pulumi` leaves its lock behind and no backend expires it, and nothing here can
+        # tell a stale lock from a live update elsewhere: after the retries, a person decides.
+        # On a self-managed backend `pulumi cancel` only deletes the stack's lock files (it stops
+        # no process), which is what clearing a stale lock needs.
+        name = self.stack_name(spec)
+        if self._cloud:
+            how = f"`pulumi cancel --yes --stack {name}` (Pulumi Cloud then ends the stale update)"
+        else:
+            how = (
+                f"delete the stack's lock file under {self.backend_url}/.pulumi/locks/, or run "
+                f"`pulumi cancel --yes --stack {name}` in {self.work_dir(spec)} with "
+                f"PULUMI_BACKEND_URL={self.backend_url} (on this backend it deletes the lock files)"
+            )
+        return (
+            f"{error.reason} (still locked after {attempts} attempts). If no other update of this "
+            f"stack is running, a killed process left the lock behind: clear it with {how}, then "
+            "run again; the next run clears what the interrupted update left pending."
+        )
+
+    # -- operations --
+
+    @contextlib.contextmanager
+    def _running_on(self, spec: StackSpec, stack: auto.Stack) -> Iterator[None]:
+        with self._guard:
+            self._running[spec.label] = stack
+            self._cancelled.discard(spec.label)
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._running.pop(spec.label, None)
+
+    def run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
+        """Preview, update, refresh, check drift of, or destroy one stack through the Pulumi CLI.
+
+        Raises:
+            EngineUnavailable: the Pulumi CLI is missing or too old.
+            TransientStackError: worth retrying (lock held, throttled, network).
+            PermanentStackError: a retry will not help; the message names the stack.
+            OperationCancelled: `cancel` was called while it ran.
+        """
+        self._teach(spec, listener)
+        return self._call(
+            spec, listener.redactor, lambda: self._run(operation, spec, listener), run=True
+        )
+
+    def _run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
+        watch = Stopwatch()
+        stack = self._stack(spec, create=True)
+        assert stack is not None  # create_or_select returns one or raises
+        self._ensure_plugins(stack.workspace, listener)
+        listener.line(
+            f"{operation.value} {spec.pulumi_project}/{stack.name} (backend {self.backend_url})"
+        )
+        stack.set_all_config(self._config(spec))
+        program = pulumi_program(spec.program)
+
+        def on_event(event: EngineEvent) -> None:
+            converted = _resource_event(event, spec, operation)
+            if converted is not None:
+                listener.event(converted)
+
+        common: dict[str, Any] = {
+            "on_output": listener.line,
+            "on_event": on_event,
+            "program": program,
+        }
+        outputs: dict[str, OutputValue] = {}
+        with self._running_on(spec, stack):
+            if operation is Operation.UP:
+                up = stack.up(**common)
+                changes = _counts(up.summary.resource_changes)
+                outputs = self._outputs(up.outputs, listener)
+            elif operation is Operation.PREVIEW:
+                changes = _counts(stack.preview(**common).change_summary)
+            elif operation is Operation.REFRESH:
+                changes = _counts(stack.refresh(**common).summary.resource_changes)
+            elif operation is Operation.DRIFT:
+                # A refresh preview: what refresh would adopt is the drift; nothing is written.
+                changes = _counts(stack.preview_refresh(**common).change_summary)
+            else:
+                changes = _counts(stack.destroy(**common).summary.resource_changes)
+        if operation in (Operation.REFRESH, Operation.DRIFT):
+            outputs = self._outputs(stack.outputs(), listener)
+        with self._guard:
+            self._lock_conflicts.pop(spec.label, None)
+            self._cancelled.discard(spec.label)
+        listener.line(
+            f"{operation.value} {spec.label}: {changes.create} to create, {changes.update} to "
+            f"update, {changes.replace} to replace, {changes.delete} to delete, {changes.same} "
+            f"unchanged ({watch.elapsed:.2f}s)"
+        )
+        return OperationResult(
+            stack=spec.node,
+            operation=operation,
+            changes=changes,
+            outputs=outputs,
+            duration_s=watch.elapsed,
+            simulated=False,
+            engine=self.name,
+        )
+
+    def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
+        """The stack's outputs from its last update ({} if the stack does not exist).
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+
+        def read() -> dict[str, OutputValue]:
+            stack = self._stack(spec, create=False)
+            return {} if stack is None else self._outputs(stack.outputs())
+
+        return self._call(spec, self._redactor, read)
+
+    def exists(self, spec: StackSpec) -> bool:
+        """Whether the stack exists in the backend and holds resources.
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+
+        def check() -> bool:
+            stack = self._stack(spec, create=False)
+            if stack is None:
+                return False
+            for summary in stack.workspace.list_stacks():
+                # Backends list a project's stacks by short or by fully qualified name.
+                if summary.name.rsplit("/", 1)[-1] == spec.environment:
+                    return bool(summary.resource_count)
+            return False
+
+        return self._call(spec, self._redactor, check)
+
+    def recover(self, spec: StackSpec, listener: Listener) -> bool:
+        """Clear the pending operations an interrupted update left in the stack's state.
+
+        Returns True if there were any (cleared with `refresh --clear-pending-creates`).
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+        self._teach(spec, listener)
+
+        def clear() -> bool:
+            stack = self._stack(spec, create=False)
+            if stack is None:
+                return False
+            # The export holds plaintext secrets: only its pending operations are looked at.
+            deployment = stack.export_stack().deployment or {}
+            pending = deployment.get("pending_operations") or []
+            if not pending:
+                return False
+            listener.line(
+                f"stack {spec.label} has {len(pending)} pending operations left by an interrupted "
+                "update; clearing them with a refresh --clear-pending-creates"
+            )
+            stack.set_all_config(self._config(spec))
+            with self._running_on(spec, stack):
+                stack.refresh(
+                    clear_pending_creates=True,
+                    on_output=listener.line,
+                    program=pulumi_program(spec.program),
+                )
+            return True
+
+        return self._call(spec, listener.redactor, clear)
+
+    def cancel(self, spec: StackSpec) -> None:
+        """Stop the operation running on this stack, if any; `run` then raises OperationCancelled.
+
+        Pulumi Cloud: `pulumi cancel`. Self-managed backends: there `pulumi cancel` would only delete
+        the lock of our own live update (stopping nothing), so our `pulumi` child is interrupted
+        instead (SIGINT: the CLI's graceful cancel; Linux).
+
+        Raises:
+            TransientStackError, PermanentStackError: the cancel itself failed.
+        """
+        with self._guard:
+            stack = self._running.get(spec.label)
+            if stack is None:
+                return
+            self._cancelled.add(spec.label)
+        if not self._cloud:
+            for pid in _local_cli_processes(stack.name):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGINT)
+            return
+        try:
+            stack.cancel()
+            return
+        except auto.CommandError as exc:
+            with self._guard:
+                finished = spec.label not in self._running
+            if finished or any(t in str(exc).lower() for t in _NOTHING_TO_CANCEL):
+                return  # it ended on its own meanwhile
+            failure = classify(exc, spec.label, self._redactor)
+        raise failure
+
+    def remove(self, spec: StackSpec) -> None:
+        """Remove the stack (empty, after destroy) and its config from the backend.
+
+        Raises:
+            PermanentStackError: the stack still has resources (Pulumi refuses), or another error.
+        """
+
+        def drop() -> None:
+            stack = self._stack(spec, create=False)
+            if stack is None:
+                return
+            stack.workspace.remove_stack(stack.name)
+            with self._guard:
+                self._stacks.pop(spec.label, None)
+
+        self._call(spec, self._redactor, drop)
+
+    def versions(self) -> dict[str, str]:
+        """SDK, plugin and (when the CLI is found) CLI versions; part of every fingerprint."""
+        found = {
+            "engine": self.name,
+            "pulumi-sdk": package_version("pulumi"),
+            "pulumi-aws": package_version("pulumi-aws"),
+            "pulumi-random": package_version("pulumi-random"),
+        }
+        with contextlib.suppress(EngineUnavailable):
+            cli = self._cli().version
+            if cli is not None:
+                found["pulumi-cli"] = str(cli)
+        return found

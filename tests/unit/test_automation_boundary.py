@@ -1,0 +1,899 @@
+"""The automation engine at its boundary with the Pulumi Automation API.
+
+The Pulumi CLI cannot run here (no internet, no registry carries it), so these tests use a
+recording fake of the automation module's stack and workspace: `create_or_select_stack` and
+`select_stack` are replaced by fakes that record what the engine asks for and answer with the
+SDK's own result classes (UpResult, UpdateSummary, PreviewResult, OutputValue, Deployment,
+StackSummary) and engine events parsed by the SDK (`EngineEvent.from_json`). Errors are the SDK's
+own, built by `create_command_error` from real Pulumi CLI texts. The CLI version check is the
+SDK's real `PulumiCommand`, run against a stand-in `pulumi` script that prints a version.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi.automation as auto
+import pytest
+from pulumi.automation.events import EngineEvent
+from pydantic import SecretStr
+
+from stackflow.engine import Engine, Listener, Operation, StackSpec, get_engine
+from stackflow.engine.automation import (
+    AutomationEngine,
+    classify,
+    is_transient_error,
+    pulumi_program,
+)
+from stackflow.engine.base import ConfigValue, ResourceEvent
+from stackflow.errors import (
+    EngineUnavailable,
+    OperationCancelled,
+    PermanentStackError,
+    StackError,
+    TransientStackError,
+)
+from stackflow.redact import MASK, Redactor
+from stackflow.settings import Settings, get_settings
+
+pytestmark = pytest.mark.unit
+
+PASSPHRASE = "correct horse battery staple"
+TOKEN = "pul-0123456789abcdef"
+DB_PASSWORD = "hunter2-very-long-db-password"
+GENERATED = "generated-Secret-Output-42"
+CLI_VERSION = "3.272.0"
+
+# Real Pulumi CLI texts (see pulumi/automation/errors.py for the ones the SDK itself matches).
+LOCKED = (
+    "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to "
+    "end or delete the lock file with `pulumi cancel`.\n"
+    "  file:///state/.pulumi/locks/organization/t-networking/dev/8f1c.json: created by "
+    "me@host (pid 4242) at 2024-05-01T10:00:00Z"
+)
+CONFLICT = "error: [409] Conflict: Another update is currently in progress."
+NO_PASSPHRASE = (
+    "error: passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE "
+    "environment variables"
+)
+
+
+# --- the recording fake -------------------------------------------------------------------------
+
+
+def command_error(stderr: str = "", stdout: str = "", code: int = 255) -> auto.CommandError:
+    """What the SDK raises when the CLI exits non-zero: typed by the SDK's own matcher."""
+    return auto.errors.create_command_error(auto.CommandResult(stdout, stderr, code))
+
+
+def engine_event(kind: str, op: str, name: str, type_: str = "aws:ec2/vpc:Vpc") -> EngineEvent:
+    urn = f"urn:pulumi:dev::t-networking::{type_}::{name}"
+    body: dict[str, Any] = {"metadata": {"op": op, "urn": urn, "type": type_, "provider": ""}}
+    if kind == "resOpFailedEvent":
+        body |= {"status": 1, "steps": 1}
+    return EngineEvent.from_json({"sequence": 1, "timestamp": 0, kind: body})
+
+
+def summary(**changes: int) -> auto.UpdateSummary:
+    return auto.UpdateSummary(
+        kind="update",
+        start_time=datetime.now(),
+        message="",
+        environment={},
+        config={},
+        result="succeeded",
+        resource_changes=changes,  # the CLI's JSON has plain string keys
+    )
+
+
+@dataclass
+class FakeWorkspace:
+    opts: auto.LocalWorkspaceOptions
+    pulumi: FakePulumi
+    plugins: list[tuple[str, str]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def install_plugin(self, name: str, version: str, kind: str = "resource") -> None:
+        self.plugins.append((name, version))
+
+    def list_stacks(self) -> list[auto.StackSummary]:
+        return [auto.StackSummary("dev", True, resource_count=self.pulumi.resource_count)]
+
+    def remove_stack(self, stack_name: str) -> None:
+        self.removed.append(stack_name)
+
+
+class FakeStack:
+    """Answers like auto.Stack: calls on_output / on_event, returns the SDK's result classes."""
+
+    def __init__(self, name: str, workspace: FakeWorkspace) -> None:
+        self.name = name
+        self.workspace = workspace
+        self.pulumi = workspace.pulumi
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.cancelled = threading.Event()
+
+    def _operate(self, method: str, kwargs: dict[str, Any]) -> None:
+        self.calls.append((method, kwargs))
+        p = self.pulumi
+        for line in p.lines:
+            kwargs["on_output"](line)
+        if "on_event" in kwargs:
+            for event in p.events:
+                kwargs["on_event"](event)
+        if method in p.block:
+            p.started.set()
+            p.block[method]()
+            raise command_error("error: update canceled")
+        planned = p.fail.get(method)
+        if isinstance(planned, list):
+            planned = planned.pop(0) if planned else None  # a list fails the next calls in turn
+        if planned is not None:
+            raise planned
+
+    def set_all_config(self, config: dict[str, auto.ConfigValue]) -> None:
+        self.calls.append(("set_all_config", {"config": config}))
+
+    def up(self, **kwargs: Any) -> auto.UpResult:
+        self._operate("up", kwargs)
+        changes = {"create": 3, "update": 1, "delete": 1, "replace": 1, "same": 2}
+        return auto.UpResult("", "", summary(**changes), self.outputs())
+
+    def preview(self, **kwargs: Any) -> auto.PreviewResult:
+        self._operate("preview", kwargs)
+        return auto.PreviewResult("", "", {auto.OpType.CREATE: 4, auto.OpType.SAME: 1})
+
+    def refresh(self, **kwargs: Any) -> auto.RefreshResult:
+        self._operate("refresh", kwargs)
+        return auto.RefreshResult("", "", summary(update=2, same=6))
+
+    def preview_refresh(self, **kwargs: Any) -> auto.PreviewResult:
+        self._operate("preview_refresh", kwargs)
+        return auto.PreviewResult("", "", {"update": 1, "same": 7})
+
+    def destroy(self, **kwargs: Any) -> auto.DestroyResult:
+        self._operate("destroy", kwargs)
+        return auto.DestroyResult("", "", summary(delete=8))
+
+    def outputs(self) -> dict[str, auto.OutputValue]:
+        return {
+            "vpc_id": auto.OutputValue("vpc-0abc", secret=False),
+            "subnet_ids": auto.OutputValue(["subnet-1", "subnet-2"], secret=False),
+            "password": auto.OutputValue(GENERATED, secret=True),
+        }
+
+    def export_stack(self) -> auto.Deployment:
+        return auto.Deployment(
+            version=3,
+            deployment={"manifest": {}, "resources": [], "pending_operations": self.pulumi.pending},
+        )
+
+    def cancel(self) -> None:
+        self.calls.append(("cancel", {}))
+        self.cancelled.set()
+        if self.pulumi.cancel_error is not None:
+            raise self.pulumi.cancel_error
+
+    def method_calls(self, method: str) -> list[dict[str, Any]]:
+        return [kwargs for name, kwargs in self.calls if name == method]
+
+
+@dataclass
+class FakePulumi:
+    """Stands in for the two stack constructors of pulumi.automation and records their calls."""
+
+    created: list[dict[str, Any]] = field(default_factory=list)
+    selected: list[dict[str, Any]] = field(default_factory=list)
+    stacks: dict[str, FakeStack] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    events: list[EngineEvent] = field(default_factory=list)
+    fail: dict[str, Any] = field(default_factory=dict)
+    block: dict[str, Callable[[], None]] = field(default_factory=dict)
+    started: threading.Event = field(default_factory=threading.Event)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    cancel_error: BaseException | None = None
+    resource_count: int | None = 8
+
+    def create_or_select_stack(self, **kwargs: Any) -> FakeStack:
+        self.created.append(kwargs)
+        name = kwargs["stack_name"]
+        if name not in self.stacks:
+            self.stacks[name] = FakeStack(name, FakeWorkspace(kwargs["opts"], self))
+        return self.stacks[name]
+
+    def select_stack(self, **kwargs: Any) -> FakeStack:
+        self.selected.append(kwargs)
+        if kwargs["stack_name"] not in self.stacks:
+            raise command_error(f"error: no stack named '{kwargs['stack_name']}' found")
+        return self.stacks[kwargs["stack_name"]]
+
+    def stack(self, name: str = "dev") -> FakeStack:
+        return self.stacks[name]
+
+
+@pytest.fixture
+def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `pulumi` on PATH that answers `pulumi version` (all the SDK's PulumiCommand asks)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "pulumi"
+    script.write_text(f"#!/bin/sh\necho v{CLI_VERSION}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK", raising=False)
+    return script
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, fake_cli: Path) -> FakePulumi:
+    recorder = FakePulumi()
+    monkeypatch.setattr(auto, "create_or_select_stack", recorder.create_or_select_stack)
+    monkeypatch.setattr(auto, "select_stack", recorder.select_stack)
+    return recorder
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "engine": "automation",
+        "state_dir": tmp_path / "state",
+        "state_passphrase": SecretStr(PASSPHRASE),
+    }
+    return get_settings(**(values | overrides))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture
+def engine(settings: Settings, fake: FakePulumi) -> AutomationEngine:
+    return AutomationEngine(settings)
+
+
+def toy() -> dict[str, Any]:
+    return {"vpc_id": "vpc-0abc"}
+
+
+def spec(**config: ConfigValue) -> StackSpec:
+    return StackSpec("t", "dev", "networking", toy, config)
+
+
+class Lines(Listener):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.events: list[ResourceEvent] = []
+        super().__init__(
+            on_output=self.lines.append, on_event=self.events.append, redactor=Redactor()
+        )
+
+
+# --- the CLI check ------------------------------------------------------------------------------
+
+
+def test_boundary_missing_cli_raises_engine_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    created: list[Any] = []
+    monkeypatch.setattr(auto, "create_or_select_stack", lambda **kw: created.append(kw))
+
+    with pytest.raises(EngineUnavailable) as info:
+        AutomationEngine(settings).run(Operation.UP, spec(), Lines())
+
+    message = str(info.value)
+    assert "https://www.pulumi.com/docs/install/" in message
+    assert "PulumiCommand.install()" in message
+    assert "--engine simulated" in message and "STACKFLOW_ENGINE=simulated" in message
+    assert created == []
+
+
+def test_boundary_old_cli_raises_engine_unavailable(
+    fake_cli: Path, settings: Settings, fake: FakePulumi
+) -> None:
+    fake_cli.write_text("#!/bin/sh\necho v3.100.0\n")
+
+    with pytest.raises(EngineUnavailable) as info:
+        AutomationEngine(settings).run(Operation.PREVIEW, spec(), Lines())
+
+    assert "3.100.0" in str(info.value) and "3.181.0" in str(info.value)
+    assert "install" in str(info.value) and "--engine simulated" in str(info.value)
+    assert fake.created == []
+
+
+def test_boundary_cli_found_where_the_sdk_installs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    home = tmp_path / "home"
+    cli = home / ".pulumi" / "versions" / version("pulumi") / "bin" / "pulumi"
+    cli.parent.mkdir(parents=True)
+    cli.write_text(f"#!/bin/sh\necho v{CLI_VERSION}\n")
+    cli.chmod(0o755)
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("HOME", str(home))
+
+    assert AutomationEngine(settings).versions()["pulumi-cli"] == CLI_VERSION
+
+
+def test_boundary_versions_name_sdk_plugins_and_cli(engine: AutomationEngine) -> None:
+    assert engine.versions() == {
+        "engine": "automation",
+        "pulumi-sdk": version("pulumi"),
+        "pulumi-aws": version("pulumi-aws"),
+        "pulumi-random": version("pulumi-random"),
+        "pulumi-cli": CLI_VERSION,
+    }
+
+
+def test_boundary_get_engine_builds_the_automation_engine_lazily(settings: Settings) -> None:
+    engine = get_engine(settings)  # no CLI needed until first use
+    assert isinstance(engine, AutomationEngine) and isinstance(engine, Engine)
+    assert (engine.name, engine.simulated) == ("automation", False)
+
+
+# --- stack selection and workspace --------------------------------------------------------------
+
+
+def test_boundary_default_stack_and_file_backend_workspace(
+    engine: AutomationEngine, fake: FakePulumi, settings: Settings
+) -> None:
+    engine.run(Operation.UP, spec(), Lines())
+
+    [call] = fake.created
+    assert call["stack_name"] == "dev"
+    assert call["project_name"] == "t-networking"
+    assert callable(call["program"])
+    opts: auto.LocalWorkspaceOptions = call["opts"]
+    assert opts.project_settings is not None and opts.project_settings.backend is not None
+    assert opts.project_settings.name == "t-networking"
+    assert opts.project_settings.runtime == "python"
+    backend = f"file://{settings.state_dir / 'pulumi'}"
+    assert opts.project_settings.backend.url == backend
+    assert (settings.state_dir / "pulumi").is_dir()  # Pulumi refuses a missing folder
+    assert opts.secrets_provider == "passphrase"
+    assert opts.work_dir == str(settings.state_dir / "workspaces" / "t-networking" / "dev")
+    assert opts.env_vars == {
+        "PULUMI_BACKEND_URL": backend,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "AWS_REGION": settings.aws.region,
+        "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+    }
+    assert opts.pulumi_command is not None
+    assert str(opts.pulumi_command.version) == CLI_VERSION  # the SDK's own version check ran
+
+
+def test_boundary_org_qualified_stack_on_pulumi_cloud(tmp_path: Path, fake: FakePulumi) -> None:
+    settings = make_settings(
+        tmp_path,
+        pulumi_org="acme",
+        backend_url="https://api.pulumi.com",
+        pulumi_access_token=SecretStr(TOKEN),
+        aws={"profile": "deploy"},
+    )
+    AutomationEngine(settings).run(Operation.PREVIEW, spec(), Lines())
+
+    [call] = fake.created
+    assert call["stack_name"] == "acme/t-networking/dev"
+    env = call["opts"].env_vars
+    assert env["PULUMI_ACCESS_TOKEN"] == TOKEN
+    assert env["PULUMI_BACKEND_URL"] == "https://api.pulumi.com"
+    assert env["AWS_PROFILE"] == "deploy"
+
+
+def test_boundary_s3_backend_with_kms_secrets_provider(tmp_path: Path, fake: FakePulumi) -> None:
+    settings = make_settings(
+        tmp_path,
+        state_passphrase=None,
+        backend_url="s3://acme-state/stackflow",
+        secrets_provider="awskms://alias/stackflow",
+    )
+    AutomationEngine(settings).run(Operation.PREVIEW, spec(), Lines())
+
+    opts: auto.LocalWorkspaceOptions = fake.created[0]["opts"]
+    assert opts.secrets_provider == "awskms://alias/stackflow"
+    assert opts.project_settings is not None and opts.project_settings.backend is not None
+    assert opts.project_settings.backend.url == "s3://acme-state/stackflow"
+    assert opts.env_vars is not None
+    assert opts.env_vars["PULUMI_BACKEND_URL"] == "s3://acme-state/stackflow"
+    assert "PULUMI_CONFIG_PASSPHRASE" not in opts.env_vars
+    assert "PULUMI_ACCESS_TOKEN" not in opts.env_vars
+
+
+def test_boundary_stack_is_created_once_per_engine(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    engine.run(Operation.PREVIEW, spec(), Lines())
+    engine.run(Operation.UP, spec(), Lines())
+    assert len(fake.created) == 1
+
+
+def test_boundary_config_set_in_one_call_with_secret_flags(
+    tmp_path: Path, fake: FakePulumi
+) -> None:
+    settings = make_settings(tmp_path, aws={"region": "eu-central-1", "profile": "deploy"})
+    config = {
+        "t-networking:dbPassword": ConfigValue(DB_PASSWORD, secret=True),
+        "t-networking:cidr": ConfigValue("10.0.0.0/16"),
+    }
+    AutomationEngine(settings).run(Operation.UP, spec(**config), Lines())
+
+    [call] = fake.stack().method_calls("set_all_config")
+    sent = {key: (value.value, value.secret) for key, value in call["config"].items()}
+    assert sent == {
+        "aws:region": ("eu-central-1", False),
+        "aws:profile": ("deploy", False),
+        "t-networking:dbPassword": (DB_PASSWORD, True),
+        "t-networking:cidr": ("10.0.0.0/16", False),
+    }
+    assert all(isinstance(v, auto.ConfigValue) for v in call["config"].values())
+    assert MASK in repr(call["config"]["t-networking:dbPassword"])
+
+
+def test_boundary_plugins_follow_the_installed_packages_once(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    engine.run(Operation.PREVIEW, spec(), Lines())
+    engine.run(Operation.UP, spec(), Lines())
+    assert fake.stack().workspace.plugins == [
+        ("aws", "v" + version("pulumi-aws")),
+        ("random", "v" + version("pulumi-random")),
+    ]
+
+
+def test_boundary_pulumi_program_exports_each_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    exported: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda key, value: exported.__setitem__(key, value))
+    pulumi_program(lambda: {"vpc_id": "vpc-1", "port": 3306})()
+    assert exported == {"vpc_id": "vpc-1", "port": 3306}
+
+
+# --- operations ---------------------------------------------------------------------------------
+
+
+def test_boundary_up_maps_changes_outputs_and_events(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    fake.events = [
+        engine_event("resourcePreEvent", "create", "vpc"),
+        engine_event("resOutputsEvent", "create", "vpc"),
+        engine_event("resourcePreEvent", "create-replacement", "sg"),
+        engine_event("resOpFailedEvent", "update", "subnet"),
+        EngineEvent.from_json({"sequence": 9, "timestamp": 0, "cancelEvent": {}}),
+    ]
+    listener = Lines()
+    result = engine.run(Operation.UP, spec(), listener)
+
+    assert result.changes.as_dict() == {
+        "create": 3,
+        "update": 1,
+        "delete": 1,
+        "replace": 1,
+        "same": 2,
+    }
+    assert (result.stack, result.operation, result.simulated, result.engine) == (
+        "networking",
+        Operation.UP,
+        False,
+        "automation",
+    )
+    assert result.outputs["vpc_id"].value == "vpc-0abc" and not result.outputs["vpc_id"].secret
+    assert result.outputs["subnet_ids"].value == ["subnet-1", "subnet-2"]
+    assert result.outputs["password"].secret and result.outputs["password"].value == GENERATED
+    assert GENERATED not in repr(result) and MASK in repr(result.outputs["password"])
+    assert [(e.name, e.change, e.status) for e in listener.events] == [
+        ("vpc", "create", "started"),
+        ("vpc", "create", "done"),
+        ("sg", "replace", "started"),
+        ("subnet", "update", "failed"),
+    ]
+    assert listener.events[0].urn.endswith("aws:ec2/vpc:Vpc::vpc")
+    assert listener.events[0].type == "aws:ec2/vpc:Vpc"
+    [up] = fake.stack().method_calls("up")
+    assert up["on_output"] == listener.line  # every line goes through the redacting listener
+    assert callable(up["on_event"]) and callable(up["program"])
+
+
+@pytest.mark.parametrize(
+    ("operation", "method", "changes"),
+    [
+        (Operation.PREVIEW, "preview", {"create": 4, "same": 1}),
+        (Operation.REFRESH, "refresh", {"update": 2, "same": 6}),
+        (Operation.DRIFT, "preview_refresh", {"update": 1, "same": 7}),
+        (Operation.DESTROY, "destroy", {"delete": 8}),
+    ],
+)
+def test_boundary_each_operation_calls_its_sdk_method(
+    engine: AutomationEngine,
+    fake: FakePulumi,
+    operation: Operation,
+    method: str,
+    changes: dict[str, int],
+) -> None:
+    result = engine.run(operation, spec(), Lines())
+
+    stack = fake.stack()
+    [kwargs] = stack.method_calls(method)
+    assert set(kwargs) == {"on_output", "on_event", "program"}  # drift: no expect_no_changes
+    assert {k: v for k, v in result.changes.as_dict().items() if v} == changes
+    others = {"up", "preview", "refresh", "preview_refresh", "destroy"} - {method}
+    assert not [name for name, _ in stack.calls if name in others]
+    if operation in (Operation.REFRESH, Operation.DRIFT):
+        assert result.outputs["password"].secret
+    else:
+        assert result.outputs == {}
+
+
+def test_boundary_output_lines_are_redacted(tmp_path: Path, fake: FakePulumi) -> None:
+    settings = make_settings(
+        tmp_path, backend_url="https://api.pulumi.com", pulumi_access_token=SecretStr(TOKEN)
+    )
+    engine = AutomationEngine(settings)
+    engine.run(Operation.PREVIEW, spec(), Lines())
+    engine.outputs(spec())  # reads a secret output: the engine learns it
+    fake.lines = [
+        "Updating (dev):",
+        f"  + aws:rds:Instance db creating (masterPassword={DB_PASSWORD}, zone=eu-west-1a)",
+        f"debug: env PULUMI_CONFIG_PASSPHRASE={PASSPHRASE} PULUMI_ACCESS_TOKEN={TOKEN}",
+        f"    generated: {GENERATED}",
+        "Resources: + 3 created",
+    ]
+    listener = Lines()
+    engine.run(Operation.UP, spec(dbPassword=ConfigValue(DB_PASSWORD, secret=True)), listener)
+
+    text = "\n".join(listener.lines)
+    for secret in (PASSPHRASE, TOKEN, DB_PASSWORD, GENERATED):
+        assert secret not in text
+    assert f"(masterPassword={MASK}, zone=eu-west-1a)" in text
+    assert "Resources: + 3 created" in text
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stderr", "stdout", "transient"),
+    [
+        pytest.param(LOCKED, "", True, id="self-managed-backend-lock"),
+        pytest.param(CONFLICT, "", True, id="cloud-409-conflict"),
+        pytest.param(
+            "",
+            "error: creating EC2 VPC: operation error EC2: CreateVpc, https response error "
+            "StatusCode: 400, api error RequestLimitExceeded: Request limit exceeded.",
+            True,
+            id="request-limit-exceeded",
+        ),
+        pytest.param(
+            "",
+            "error: reading RDS DB Instance: ThrottlingException: Rate exceeded",
+            True,
+            id="throttling",
+        ),
+        pytest.param(
+            "error: failed to get credentials: dial tcp: lookup sts.eu-west-1.amazonaws.com: "
+            "no such host",
+            "",
+            True,
+            id="dns",
+        ),
+        pytest.param(
+            "error: read tcp 10.0.0.5:443: read: connection reset by peer", "", True, id="reset"
+        ),
+        pytest.param("error: [503] 503 Service Unavailable", "", True, id="backend-unavailable"),
+        pytest.param("", "program.py:3: syntax error: unexpected indent", False, id="compile"),
+        pytest.param(
+            "", "python inline source runtime error: boom", False, id="inline-program-error"
+        ),
+        pytest.param(
+            "",
+            "    error: an unhandled error occurred: Program exited with non-zero exit code: 1",
+            False,
+            id="program-error",
+        ),
+        pytest.param(NO_PASSPHRASE, "", False, id="passphrase-missing"),
+        pytest.param(
+            'error: constructing secrets manager of type "passphrase": incorrect passphrase',
+            "",
+            False,
+            id="passphrase-wrong",
+        ),
+        pytest.param(
+            "",
+            "error: configuring Terraform AWS Provider: no valid credential sources for "
+            "Terraform AWS Provider found.\nNoCredentialProviders: no valid providers in chain",
+            False,
+            id="no-credentials",
+        ),
+        pytest.param(
+            "",
+            "error: operation error STS: GetCallerIdentity, api error ExpiredToken: The security "
+            "token included in the request is expired",
+            False,
+            id="expired-token",
+        ),
+        pytest.param(
+            "error: Missing required configuration variable 'aws:region'",
+            "",
+            False,
+            id="missing-config",
+        ),
+        pytest.param("error: something nobody has seen before", "", False, id="unknown"),
+    ],
+)
+def test_boundary_classifies_real_pulumi_error_texts(
+    stderr: str, stdout: str, transient: bool
+) -> None:
+    exc = command_error(stderr, stdout)
+    error = classify(exc, "dev/networking", Redactor())
+
+    assert isinstance(error, TransientStackError if transient else PermanentStackError)
+    assert is_transient_error(exc) is transient
+    assert is_transient_error(error) is transient
+    assert str(error).startswith("stack 'dev/networking': ")
+    assert error.stack == "dev/networking"
+
+
+def test_boundary_sdk_types_lock_texts_as_concurrent_updates() -> None:
+    assert isinstance(command_error(LOCKED), auto.ConcurrentUpdateError)
+    assert isinstance(command_error(CONFLICT), auto.ConcurrentUpdateError)
+    assert isinstance(command_error("", "Build FAILED."), auto.CompilationError)
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (ConnectionResetError("Connection reset by peer"), True),
+        (TimeoutError(), True),
+        (RuntimeError("summary event never found"), False),
+        (auto.InvalidVersionError("Could not get Pulumi CLI version"), False),
+    ],
+)
+def test_boundary_classifies_errors_outside_the_cli(exc: Exception, transient: bool) -> None:
+    assert is_transient_error(exc) is transient
+    error = classify(exc, "dev/app", Redactor())
+    assert isinstance(error, TransientStackError if transient else PermanentStackError)
+    assert str(error).strip() != "stack 'dev/app':"
+
+
+def test_boundary_error_text_is_redacted_inside_raised_exceptions(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    fake.fail["up"] = command_error(
+        stderr=f"error: update failed; PULUMI_CONFIG_PASSPHRASE={PASSPHRASE}",
+        stdout=f"    error: an unhandled error occurred: bad password {DB_PASSWORD!r}",
+    )
+    with pytest.raises(PermanentStackError) as info:
+        engine.run(Operation.UP, spec(pw=ConfigValue(DB_PASSWORD, secret=True)), Lines())
+
+    error = info.value
+    for shown in (str(error), repr(error), repr(error.args), error.reason):
+        assert PASSPHRASE not in shown and DB_PASSWORD not in shown
+    assert MASK in str(error) and "unhandled error" in str(error)
+    assert error.__cause__ is None and error.__context__ is None  # the raw text is not chained
+
+
+def test_boundary_lock_conflict_past_retries_becomes_permanent(
+    tmp_path: Path, fake: FakePulumi
+) -> None:
+    engine = AutomationEngine(make_settings(tmp_path, stack_retries=2))
+    fake.fail["up"] = [command_error(LOCKED) for _ in range(3)]
+
+    for _ in range(2):
+        with pytest.raises(TransientStackError):
+            engine.run(Operation.UP, spec(), Lines())
+    with pytest.raises(PermanentStackError) as info:
+        engine.run(Operation.UP, spec(), Lines())
+
+    message = str(info.value)
+    assert "still locked after 3 attempts" in message
+    assert ".pulumi/locks" in message and "pulumi cancel" in message
+
+    engine.run(Operation.UP, spec(), Lines())  # the lock was cleared: success resets the count
+    fake.fail["up"] = [command_error(LOCKED)]
+    with pytest.raises(TransientStackError):
+        engine.run(Operation.UP, spec(), Lines())
+
+
+# --- cancel and recover -------------------------------------------------------------------------
+
+
+def _run_in_thread(
+    engine: AutomationEngine, fake: FakePulumi
+) -> tuple[threading.Thread, list[BaseException]]:
+    raised: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            engine.run(Operation.UP, spec(), Lines())
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    assert fake.started.wait(10), "the fake up never started"
+    return thread, raised
+
+
+@pytest.fixture
+def cloud_engine(tmp_path: Path, fake: FakePulumi) -> AutomationEngine:
+    settings = make_settings(
+        tmp_path, backend_url="https://api.pulumi.com", pulumi_access_token=SecretStr(TOKEN)
+    )
+    return AutomationEngine(settings)
+
+
+def test_boundary_cancel_calls_stack_cancel_while_up_runs(
+    cloud_engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    cloud_engine.run(Operation.PREVIEW, spec(), Lines())  # the stack exists and is cached
+    stack = fake.stack()
+    fake.block["up"] = lambda: stack.cancelled.wait(10) or None
+    thread, raised = _run_in_thread(cloud_engine, fake)
+
+    cloud_engine.cancel(spec())
+    thread.join(10)
+
+    assert stack.method_calls("cancel") == [{}]
+    assert len(raised) == 1 and isinstance(raised[0], OperationCancelled)
+    assert "cancelled" in str(raised[0])
+
+
+def test_boundary_cancel_without_a_running_operation_does_nothing(
+    cloud_engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    cloud_engine.cancel(spec())  # never run: nothing cached
+    cloud_engine.run(Operation.UP, spec(), Lines())
+    cloud_engine.cancel(spec())  # finished: nothing running
+    assert fake.stack().method_calls("cancel") == []
+
+
+def test_boundary_cancel_swallows_nothing_to_cancel(
+    cloud_engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    cloud_engine.run(Operation.PREVIEW, spec(), Lines())
+    stack = fake.stack()
+    fake.cancel_error = command_error("error: stack acme/t-networking/dev has never been updated")
+    fake.block["up"] = lambda: stack.cancelled.wait(10) or None
+    thread, raised = _run_in_thread(cloud_engine, fake)
+
+    cloud_engine.cancel(spec())  # does not raise
+    thread.join(10)
+    assert isinstance(raised[0], OperationCancelled)
+
+
+@pytest.fixture
+def local_pulumi(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process that looks like `pulumi up --stack dev` (a python named pulumi)."""
+    link = tmp_path / "cli" / "pulumi"
+    link.parent.mkdir()
+    link.symlink_to(sys.executable)
+    child = subprocess.Popen(
+        [str(link), "-c", "import time; time.sleep(60)", "up", "--stack", "dev"]
+    )
+    yield child
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds its CLI child through /proc")
+def test_boundary_cancel_on_file_backend_interrupts_our_cli_not_the_lock(
+    engine: AutomationEngine, fake: FakePulumi, local_pulumi: subprocess.Popen[bytes]
+) -> None:
+    engine.run(Operation.PREVIEW, spec(), Lines())
+    stack = fake.stack()
+
+    def until_the_child_ends() -> None:
+        local_pulumi.wait(10)
+
+    fake.block["up"] = until_the_child_ends
+    thread, raised = _run_in_thread(engine, fake)
+
+    engine.cancel(spec())
+    thread.join(10)
+
+    assert stack.method_calls("cancel") == []  # `pulumi cancel` would only delete our own lock
+    assert local_pulumi.returncode not in (None, 0)
+    assert isinstance(raised[0], OperationCancelled)
+
+
+def test_boundary_recover_clears_pending_operations(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    engine.run(Operation.UP, spec(), Lines())
+    fake.pending = [
+        {
+            "resource": {"urn": "urn:pulumi:dev::t-networking::aws:ec2/vpc:Vpc::vpc"},
+            "type": "creating",
+        },
+        {
+            "resource": {"urn": "urn:pulumi:dev::t-networking::aws:ec2/eip:Eip::nat"},
+            "type": "creating",
+        },
+    ]
+    fresh = AutomationEngine(engine.settings)  # a new run: selects the stack, nothing cached
+    listener = Lines()
+
+    assert fresh.recover(spec(), listener) is True
+
+    assert any(
+        "stack dev/networking has 2 pending operations left by an interrupted update; clearing "
+        "them with a refresh --clear-pending-creates" in line
+        for line in listener.lines
+    )
+    [refresh] = fake.stack().method_calls("refresh")
+    assert refresh["clear_pending_creates"] is True
+    assert len(fake.created) == 1 and len(fake.selected) == 1
+
+
+def test_boundary_recover_with_nothing_pending(engine: AutomationEngine, fake: FakePulumi) -> None:
+    assert engine.recover(spec(), Lines()) is False  # no stack yet: nothing created for it
+    assert fake.created == []
+    engine.run(Operation.UP, spec(), Lines())
+    assert engine.recover(spec(), Lines()) is False
+    assert fake.stack().method_calls("refresh") == []
+
+
+# --- outputs, exists, remove --------------------------------------------------------------------
+
+
+def test_boundary_missing_stack_has_no_outputs_and_is_not_created(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    assert engine.outputs(spec()) == {}
+    assert engine.exists(spec()) is False
+    engine.remove(spec())
+    assert fake.created == [] and len(fake.selected) == 3
+
+
+def test_boundary_deployed_stack_outputs_exists_and_remove(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    engine.run(Operation.UP, spec(), Lines())
+    fresh = AutomationEngine(engine.settings)
+
+    outputs = fresh.outputs(spec())
+    assert outputs["password"].secret and GENERATED not in repr(outputs)
+    assert outputs["vpc_id"].value == "vpc-0abc"
+    assert fresh.exists(spec()) is True
+    fake.resource_count = 0
+    assert fresh.exists(spec()) is False
+    fresh.remove(spec())
+    assert fake.stack().workspace.removed == ["dev"]
+
+
+def test_boundary_remove_of_a_stack_with_resources_is_permanent(
+    engine: AutomationEngine, fake: FakePulumi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.run(Operation.UP, spec(), Lines())
+
+    def refuse(stack_name: str) -> None:
+        raise command_error(
+            "error: 'dev' still has resources; removal rejected. Possible actions:\n"
+            "- Make sure that 'dev' is the stack that you want to destroy\n"
+            "- Run `pulumi destroy` to delete the resources, then run `pulumi stack rm`"
+        )
+
+    monkeypatch.setattr(fake.stack().workspace, "remove_stack", refuse)
+    with pytest.raises(PermanentStackError, match="still has resources"):
+        engine.remove(spec())
+
+
+def test_boundary_stack_errors_pass_through_classify_unchanged() -> None:
+    error: StackError = TransientStackError("dev/app", "held")
+    assert classify(error, "dev/app", Redactor()) is error
