@@ -81,3 +81,19 @@ class DatabaseAuthError(MigrationError):
 
 class TransientDatabaseError(StackflowError):
     """The database is not reachable yet or dropped the connection; worth retrying."""
+
+
+class MigrationLockTimeout(MigrationError):
+    """Another migration runner held the schema's lock for longer than the lock timeout."""
+
+
+class DatabaseUnreachable(MigrationError):
+    """The database did not accept connections within the wait timeout."""
+
+
+class LocalDatabaseError(StackflowError):
+    """The local MariaDB could not be installed, started or set up."""
+
+
+class DatabaseTLSError(MigrationError):
+    """The TLS handshake with the database failed (certificate not trusted, TLS unsupported)."""

@@ -1,0 +1,374 @@
+"""A real MariaDB owned by this project, under one folder: for tests and the offline quickstart.
+
+`ensure_local_mariadb` initialises a data folder once, starts `mariadbd` detached on 127.0.0.1
+(reusing one already started from the same folder), then creates the database and a user with the
+given password. The server's root account authenticates by Unix socket only, so no admin password
+exists anywhere; the user's password is sent over the socket and never written to disk or logged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+import pymysql
+import pymysql.cursors
+from pydantic import SecretStr
+
+from stackflow.errors import LocalDatabaseError
+from stackflow.settings import MysqlTarget
+
+if TYPE_CHECKING:
+    from pymysql.connections import Connection
+
+AdminConnection: TypeAlias = "Connection[pymysql.cursors.Cursor]"
+
+INSTALL_HINT = "install it with `apt-get install mariadb-server` (or `bash scripts/setup.sh`)"
+_SEARCH_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
+# AF_UNIX paths are capped at 108 bytes; stay well under.
+_MAX_SOCKET_PATH = 100
+_USER_HOSTS = ("127.0.0.1", "localhost", "%")
+_START_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """A local MariaDB started from a base folder (recorded in server.json; no secrets)."""
+
+    pid: int
+    port: int
+    socket: str
+    datadir: str
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+def find_binary(name: str) -> str:
+    """Path of a MariaDB program (PATH first, then /usr/sbin and friends).
+
+    Raises:
+        LocalDatabaseError: not installed, with the install command.
+    """
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in _SEARCH_DIRS:
+        candidate = Path(folder) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise LocalDatabaseError(f"MariaDB's `{name}` was not found; {INSTALL_HINT}")
+
+
+def socket_path(base_dir: Path) -> Path:
+    """The server's Unix socket: in base_dir, or under /tmp with a hashed name if that is too long."""
+    path = base_dir.resolve() / "mysqld.sock"
+    if len(str(path)) < _MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(str(base_dir.resolve()).encode()).hexdigest()[:16]
+    return Path("/tmp") / f"stackflow-mariadb-{digest}.sock"
+
+
+def _admin_user() -> str:
+    # mariadb-install-db lets the OS user that ran it in through the socket, with all privileges.
+    # By uid, not $USER: unix_socket authentication checks the peer's uid.
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        # Reap our own exited child so it does not linger as a zombie that looks alive.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(base_dir: Path) -> int | None:
+    try:
+        return int((base_dir / "mariadbd.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def running_server(base_dir: Path) -> LocalServer | None:
+    """The server started from base_dir if its process is alive, else None."""
+    try:
+        server = LocalServer(**json.loads((base_dir / "server.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    pid = _read_pid(base_dir) or server.pid
+    if not _pid_alive(pid):
+        return None
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    # A recycled pid belongs to some other program; /proc tells (on Linux).
+    if cmdline.exists() and server.datadir.encode() not in cmdline.read_bytes():
+        return None
+    return LocalServer(pid, server.port, server.socket, server.datadir)
+
+
+@contextmanager
+def admin_connection(base_dir: Path, *, timeout_s: int = 10) -> Iterator[AdminConnection]:
+    """A connection as the server's admin (root by Unix socket), closed after the block.
+
+    Raises:
+        LocalDatabaseError: no server from base_dir is running.
+    """
+    server = running_server(base_dir)
+    if server is None:
+        raise LocalDatabaseError(f"no local MariaDB is running from {base_dir}")
+    conn = _connect_socket(server.socket, timeout_s)
+    try:
+        yield conn
+    finally:
+        if conn.open:
+            conn.close()
+
+
+def _connect_socket(path: str, timeout_s: int) -> AdminConnection:
+    return pymysql.connect(
+        unix_socket=path,
+        user=_admin_user(),
+        charset="utf8mb4",
+        autocommit=True,
+        connect_timeout=timeout_s,
+        read_timeout=60,
+        write_timeout=60,
+    )
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _tail(path: Path, chars: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def _install(base_dir: Path, data: Path, log: Callable[[str], None]) -> None:
+    install_db = find_binary("mariadb-install-db")
+    log(f"initialising a MariaDB data folder in {data}")
+    # Initialise beside the final folder, then rename: a crash never leaves a half-made datadir.
+    staging = base_dir / "data.initialising"
+    shutil.rmtree(staging, ignore_errors=True)
+    args = [
+        install_db,
+        "--no-defaults",
+        f"--datadir={staging}",
+        "--auth-root-authentication-method=socket",
+        "--skip-test-db",
+    ]
+    if os.geteuid() == 0:
+        args.append("--user=root")
+    else:
+        args.append(f"--auth-root-socket-user={_admin_user()}")
+    install_log = base_dir / "install.log"
+    with install_log.open("wb") as out:
+        result = subprocess.run(
+            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    if result.returncode != 0:
+        raise LocalDatabaseError(
+            f"mariadb-install-db failed (exit {result.returncode}); {install_log}:\n{_tail(install_log)}"
+        )
+    staging.rename(data)
+
+
+def _start(base_dir: Path, port: int, log: Callable[[str], None]) -> LocalServer:
+    mariadbd = find_binary("mariadbd")
+    data = base_dir / "data"
+    if not (data / "mysql").is_dir():
+        _install(base_dir, data, log)
+    sock = socket_path(base_dir)
+    sock.unlink(missing_ok=True)
+    (base_dir / "mariadbd.pid").unlink(missing_ok=True)
+    args = [
+        mariadbd,
+        "--no-defaults",  # ignore /etc/mysql: this server is ours alone
+        f"--datadir={data}",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        f"--socket={sock}",
+        f"--pid-file={base_dir / 'mariadbd.pid'}",
+        "--skip-log-bin",
+        "--skip-name-resolve",
+        "--innodb-buffer-pool-size=32M",
+        "--character-set-server=utf8mb4",
+        "--collation-server=utf8mb4_unicode_ci",
+    ]
+    if os.geteuid() == 0:
+        args.append("--user=root")
+    server_log = base_dir / "mariadbd.log"
+    log(f"starting local MariaDB on 127.0.0.1:{port} (data in {data}, log {server_log})")
+    with server_log.open("ab") as out:
+        process = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # outlives this process: later runs reuse it
+        )
+    server = LocalServer(process.pid, port, str(sock), str(data))
+    (base_dir / "server.json").write_text(json.dumps(asdict(server)))
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while True:
+        if process.poll() is not None:
+            raise LocalDatabaseError(
+                f"mariadbd exited at start (exit {process.returncode}); {server_log}:\n"
+                f"{_tail(server_log)}"
+            )
+        try:
+            _connect_socket(str(sock), 2).close()
+            return server
+        except pymysql.err.MySQLError:
+            if time.monotonic() > deadline:
+                _terminate(process.pid)
+                raise LocalDatabaseError(
+                    f"mariadbd did not accept connections within {_START_TIMEOUT_S:g}s; "
+                    f"{server_log}:\n{_tail(server_log)}"
+                ) from None
+            time.sleep(0.1)
+
+
+def _quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def grant_database(conn: AdminConnection, database: str, user: str) -> None:
+    """Create `database` if missing and give `user` (at every host we create) all rights on it."""
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {_quote(database)} CHARACTER SET utf8mb4")
+        for host in _USER_HOSTS:
+            cur.execute(f"GRANT ALL PRIVILEGES ON {_quote(database)}.* TO %s@%s", (user, host))
+
+
+def _set_user(conn: AdminConnection, user: str, password: str) -> None:
+    with conn.cursor() as cur:
+        for host in _USER_HOSTS:
+            cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password))
+            # The user may predate this call with another password; the given one wins.
+            cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password))
+
+
+@contextmanager
+def _folder_lock(base_dir: Path) -> Iterator[None]:
+    with (base_dir / ".lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # two runs starting the same server take turns
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_local_mariadb(
+    base_dir: Path,
+    port: int,
+    *,
+    user: str,
+    password: str,
+    database: str,
+    log: Callable[[str], None] = _quiet,
+) -> MysqlTarget:
+    """Make sure a local MariaDB from base_dir runs on 127.0.0.1:port with this user and database.
+
+    Reuses a server started earlier from base_dir on the same port; otherwise initialises the data
+    folder (once) and starts one detached. Then creates the database and user@127.0.0.1,
+    user@localhost and user@% with the password (an existing user gets the new password) and
+    grants the user everything on the database.
+
+    Args:
+        base_dir: folder that holds the data, socket, pid file and logs.
+        port: TCP port on 127.0.0.1.
+        user: the application user to create.
+        password: its password (never written to disk or logged).
+        database: the database to create.
+        log: receives one-line progress messages.
+
+    Raises:
+        LocalDatabaseError: MariaDB is not installed, the port is taken, or the server fails to
+            start (with the tail of its log).
+    """
+    if not password:
+        raise LocalDatabaseError("the local MariaDB user needs a non-empty password")
+    base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with _folder_lock(base_dir):
+        server = running_server(base_dir)
+        if server is not None and server.port != port:
+            log(f"local MariaDB from {base_dir} runs on port {server.port}; restarting on {port}")
+            _terminate(server.pid)
+            server = None
+        if server is None:
+            if not _port_free(port):
+                raise LocalDatabaseError(
+                    f"port {port} on 127.0.0.1 is in use by another program; choose a free one "
+                    "(STACKFLOW_SIM_LOCAL_MYSQL_PORT)"
+                )
+            server = _start(base_dir, port, log)
+        else:
+            log(f"reusing local MariaDB on 127.0.0.1:{port} (pid {server.pid})")
+        with closing(_connect_socket(server.socket, 10)) as conn:
+            _set_user(conn, user, password)
+            grant_database(conn, database, user)
+    return MysqlTarget("127.0.0.1", port, user, SecretStr(password), database)
+
+
+def _terminate(pid: int, timeout_s: float = 30.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)  # InnoDB recovers on the next start
+            time.sleep(0.2)
+            _pid_alive(pid)
+            return
+        time.sleep(0.05)
+
+
+def stop_local_mariadb(base_dir: Path) -> bool:
+    """Stop the server started from base_dir (clean shutdown; killed after 30 s).
+
+    Returns:
+        True if a running server was stopped.
+    """
+    if not base_dir.is_dir():
+        return False
+    with _folder_lock(base_dir):
+        server = running_server(base_dir)
+        if server is None:
+            return False
+        _terminate(server.pid)
+        Path(server.socket).unlink(missing_ok=True)
+        return True
