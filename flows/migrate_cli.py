@@ -1,0 +1,164 @@
+"""`python flows/run.py migrate`: schema migrations from the command line, without a flow.
+
+The main CLI adds these options to its `migrate` command and calls `run`. Nothing heavy is
+imported until `run` is called, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from stackflow.migrations import AppliedMigration, MigrationStatus, WaitAttempt
+    from stackflow.settings import MysqlTarget, Settings
+
+URL_VARIABLE = "STACKFLOW_DATABASE_URL"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the migrate command's options to `parser`."""
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help=(
+            "mysql://user:password@host:port/database to migrate (default: the environment's "
+            f"database stack). Prefer the {URL_VARIABLE} variable: a command line is visible to "
+            "other users of the machine"
+        ),
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        metavar="FOLDER",
+        help="folder of V<version>__<description>.sql files (default: STACKFLOW_MIGRATIONS_DIR)",
+    )
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument(
+        "--status", action="store_true", help="show each migration's state and change nothing"
+    )
+    action.add_argument(
+        "--repair",
+        action="store_true",
+        help="clear failed records (after you checked the schema and fixed the file)",
+    )
+    parser.add_argument(
+        "--allow-out-of-order",
+        action="store_true",
+        help="apply a new file whose version is below the latest applied one",
+    )
+
+
+def _target(
+    args: argparse.Namespace, target_from_stack: Callable[[], MysqlTarget] | None
+) -> MysqlTarget:
+    from stackflow.errors import SettingsError
+    from stackflow.settings import parse_mysql_url
+
+    url = args.database_url or os.environ.get(URL_VARIABLE)
+    if url:
+        try:
+            return parse_mysql_url(url)
+        except ValueError as exc:
+            raise SettingsError(f"--database-url / {URL_VARIABLE}: {exc}") from None
+    if target_from_stack is None:
+        raise SettingsError(
+            f"no database to migrate: set {URL_VARIABLE}=mysql://user:password@host:port/database "
+            "or pass --database-url"
+        )
+    return target_from_stack()
+
+
+def status_table(rows: list[MigrationStatus]) -> str:
+    """The `--status` table: version, state, description."""
+    lines = [f"{'version':>8}  {'state':<8}  description", f"{'-' * 8}  {'-' * 8}  {'-' * 30}"]
+    lines += [f"{r.version:>8}  {r.state:<8}  {r.description}" for r in rows]
+    return "\n".join(lines)
+
+
+def run(
+    args: argparse.Namespace,
+    settings: Settings,
+    target_from_stack: Callable[[], MysqlTarget] | None = None,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run `migrate` (or `--status` / `--repair`) as the parsed arguments say.
+
+    Args:
+        args: parsed options from `add_arguments`.
+        settings: stackflow settings (the migrations section is used).
+        target_from_stack: resolves the environment's database when no URL is given.
+        out: where progress goes (default stdout).
+        err: where the one-line error goes (default stderr).
+
+    Returns:
+        0 on success, 1 when migrating failed, 2 for bad input (URL, folder, settings).
+    """
+    from stackflow.errors import MigrationFileError, SettingsError, StackflowError
+    from stackflow.redact import Redactor
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    redact = Redactor()
+
+    def say(text: str) -> None:
+        print(redact(text), file=out, flush=True)
+
+    try:
+        target = _target(args, target_from_stack)
+        redact.add(target.password.get_secret_value())
+        return _run(args, settings, target, say)
+    except StackflowError as exc:
+        code = EXIT_USAGE if isinstance(exc, SettingsError | MigrationFileError) else EXIT_FAILED
+        print(f"error: {redact(str(exc))}", file=err, flush=True)
+        return code
+
+
+def _run(
+    args: argparse.Namespace, settings: Settings, target: MysqlTarget, say: Callable[[str], None]
+) -> int:
+    from stackflow import migrations
+
+    folder: Path | None = args.dir
+    mig = settings.migrations
+    if args.allow_out_of_order:
+        mig = mig.model_copy(update={"allow_out_of_order": True})
+    where = migrations.describe_target(target)
+    if args.status:
+        say(f"migrations on {where}:")
+        say(status_table(migrations.status(target, mig, folder)))
+        return EXIT_OK
+    if args.repair:
+        cleared = migrations.repair(target, mig)
+        if cleared:
+            say(f"cleared failed records on {where}: {', '.join(f'V{v}' for v in cleared)}")
+            say("run `python flows/run.py migrate` to apply the fixed files")
+        else:
+            say(f"no failed records on {where}; nothing to repair")
+        return EXIT_OK
+
+    def on_attempt(attempt: WaitAttempt) -> None:
+        if attempt.error is not None and attempt.next_delay_s is not None:
+            say(f"waiting for {where} (attempt {attempt.number}): {attempt.error}")
+
+    def on_applied(applied: AppliedMigration) -> None:
+        n = applied.statements
+        say(
+            f"applied {applied.filename} ({n} statement{'s' * (n != 1)}, {applied.duration_s:.3f}s)"
+        )
+
+    migrations.load_migrations(folder or mig.dir)  # a bad file fails before any waiting
+    migrations.wait_for_database(target, mig, on_attempt=on_attempt)
+    report = migrations.migrate(target, mig, folder, on_applied=on_applied)
+    say(
+        f"migrations on {where}: {len(report.applied)} applied, {report.already_applied} already "
+        f"applied ({report.duration_s:.2f}s)"
+    )
+    return EXIT_OK

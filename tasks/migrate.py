@@ -1,0 +1,144 @@
+"""The Prefect task that brings a database schema to the latest migration.
+
+Safe to retry by construction: applied files are recorded and skipped, and the run holds the
+schema's GET_LOCK. Only transient database errors (not reachable yet, connection lost, deadlock)
+are retried; a bad file, a refused password or a failed statement fail at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State, TaskRun
+from prefect.logging import get_run_logger
+from prefect.tasks import Task, exponential_backoff
+
+from stackflow.errors import TransientDatabaseError
+from stackflow.migrations import (
+    AppliedMigration,
+    MigrateReport,
+    WaitAttempt,
+    describe_target,
+    load_migrations,
+    migrate,
+    wait_for_database,
+)
+from stackflow.settings import MigrationSettings, MysqlTarget
+
+# Matches MigrationSettings.retries' default; callers pass the setting with
+# `run_migrations.with_options(retries=settings.retries)`.
+DEFAULT_RETRIES = 3
+
+
+def retry_if_transient_database(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Prefect retry condition: retry only when the task failed with a TransientDatabaseError."""
+    try:
+        state.result(raise_on_failure=True)
+    except TransientDatabaseError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def migrations_artifact_markdown(
+    report: MigrateReport, target: str = "", environment: str = ""
+) -> str:
+    """A markdown summary of a run: applied versions with durations. Holds no credentials.
+
+    Args:
+        report: what the run did.
+        target: where it ran, as host:port/database (no user, no password).
+        environment: the environment name, for the heading.
+    """
+    heading = f"# Schema migrations: {environment}" if environment else "# Schema migrations"
+    lines = [heading, ""]
+    if target:
+        lines += [f"Database: `{target}`", ""]
+    lines.append(
+        f"{len(report.applied)} applied in this run, {report.already_applied} applied before; "
+        f"took {report.duration_s:.2f}s."
+    )
+    if report.applied:
+        lines += [
+            "",
+            "| version | description | file | statements | seconds |",
+            "|---:|---|---|---:|---:|",
+        ]
+        lines += [
+            f"| {a.version} | {_cell(a.description)} | `{_cell(a.filename)}` | {a.statements} "
+            f"| {a.duration_s:.3f} |"
+            for a in report.applied
+        ]
+    else:
+        lines += ["", "Nothing to apply: the schema is up to date."]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+@task(
+    name="run-migrations",
+    task_run_name="migrations-{environment}",
+    retries=DEFAULT_RETRIES,
+    retry_delay_seconds=exponential_backoff(backoff_factor=2),
+    retry_jitter_factor=0.5,
+    retry_condition_fn=retry_if_transient_database,
+    cache_policy=NO_CACHE,
+    persist_result=False,
+)
+def run_migrations(
+    target: MysqlTarget, settings: MigrationSettings, environment: str = "dev"
+) -> MigrateReport:
+    """Wait for the database, apply pending migrations, and publish a `migrations-<env>` artifact.
+
+    Args:
+        target: the database (its password is a SecretStr and never logged).
+        settings: migrations folder, timeouts, TLS, lock and out-of-order policy.
+        environment: the environment name, for the task run name and artifact key.
+
+    Raises:
+        TransientDatabaseError: retried by Prefect. Any MigrationError fails at once.
+    """
+    logger = get_run_logger()
+    where = describe_target(target)
+
+    def on_attempt(attempt: WaitAttempt) -> None:
+        if attempt.error is not None and attempt.next_delay_s is not None:
+            logger.info(
+                "database %s not ready (attempt %d): %s; next try in %.1fs",
+                where,
+                attempt.number,
+                attempt.error,
+                attempt.next_delay_s,
+            )
+
+    def on_applied(applied: AppliedMigration) -> None:
+        logger.info(
+            "applied %s (%d statement(s)) in %.3fs",
+            applied.filename,
+            applied.statements,
+            applied.duration_s,
+        )
+
+    load_migrations(settings.dir)  # a bad file fails before any waiting
+    wait_for_database(target, settings, on_attempt=on_attempt)
+    report = migrate(target, settings, on_applied=on_applied)
+    logger.info(
+        "migrations on %s: %d applied, %d already applied (%.2fs)",
+        where,
+        len(report.applied),
+        report.already_applied,
+        report.duration_s,
+    )
+    create_markdown_artifact(
+        key=f"migrations-{environment}",
+        markdown=migrations_artifact_markdown(report, where, environment),
+        description=f"Schema migrations for {environment}: {len(report.applied)} applied",
+    )
+    return report
