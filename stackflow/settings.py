@@ -329,14 +329,19 @@ class SimulationSettings(_Section):
                 raise ValueError(f"latency for {stack!r} is {seconds}; must be >= 0 seconds")
         return value
 
+    @field_validator("mysql_url")
+    @classmethod
+    def _mysql_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_mysql_url(value.get_secret_value())
+        return value
+
     @model_validator(mode="after")
     def _external_needs_url(self) -> SimulationSettings:
-        if self.mysql == "external":
-            if self.mysql_url is None:
-                raise ValueError(
-                    "STACKFLOW_SIM_MYSQL=external needs STACKFLOW_SIM_MYSQL_URL (mysql://user:pw@host:port/db)"
-                )
-            parse_mysql_url(self.mysql_url.get_secret_value())
+        if self.mysql == "external" and self.mysql_url is None:
+            raise ValueError(
+                "STACKFLOW_SIM_MYSQL=external needs STACKFLOW_SIM_MYSQL_URL (mysql://user:pw@host:port/db)"
+            )
         return self
 
 
@@ -618,9 +623,11 @@ def _variable_name(section: str | None, loc: tuple[Any, ...]) -> str:
 def _format_errors(exc: ValidationError, section: str | None) -> list[str]:
     lines = []
     for err in exc.errors(include_url=False, include_input=False):
-        name = _variable_name(section, tuple(err.get("loc", ())))
+        loc = tuple(err.get("loc", ()))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        lines.append(f"{name}: {msg}" if name != ENV_PREFIX else msg)
+        # A whole-model check (loc without a field) names its variables in its own message.
+        named = any(isinstance(p, str) for p in loc)
+        lines.append(f"{_variable_name(section, loc)}: {msg}" if named else msg)
     return lines
 
 
