@@ -321,12 +321,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
                 step = migrate_step if name == "migrate" else verify_step
                 futures[name] = step.submit(ctx, settings.environment, deps)
                 continue
-            placeholders = tuple(
-                u for u, d in deps.items() if isinstance(d, StackOutcome) and d.placeholder
-            )
-            futures[name] = stack_task.submit(
-                ctx, name, op, upstream=deps, force=request.force, placeholders=placeholders
-            )
+            futures[name] = stack_task.submit(ctx, name, op, upstream=deps, force=request.force)
         else:
             after = [futures[d] for d in graph.downstream(name) if d in futures]
             futures[name] = stack_task.submit(

@@ -1,5 +1,9 @@
 """One operation per environment and stack at a time, across all runs: Prefect global concurrency
-limits (limit 1) named `stackflow/<environment>/<stack>`.
+limits (limit 1) named `stackflow-<environment>-<stack>`, held with a lease.
+
+We call the client's lease API directly rather than `prefect.concurrency.sync.concurrency`: in
+3.8.8 that helper, used from task threads, made acquisitions of *different* limits wait for each
+other, which serialised stacks that should run at once.
 
 A killed process cannot release its slot. Prefect's lease expires it after `LEASE_S` on a
 long-running server; an embedded (temporary) server loses the lease with the process, so we also
@@ -13,18 +17,65 @@ import fcntl
 import json
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
-from prefect.concurrency.sync import concurrency
 
 LEASE_S = 60.0  # the server's minimum; renewed every 45 s while the operation runs
 
 
 def limit_name(environment: str, stack: str) -> str:
     return f"stackflow-{environment}-{stack}"
+
+
+MAX_WAIT_STEP_S = 5.0  # never sleep longer than this between two tries for a held slot
+# A server on SQLite answers 503 to concurrent slot writes and the client then backs off ~2 s;
+# the writes take milliseconds, so tasks of one process take turns for them (not for the slot).
+_SLOT_WRITES = threading.Lock()
+
+
+@contextlib.contextmanager
+def _leased_slot(name: str, say: Callable[[str], None]) -> Iterator[None]:
+    """Take one slot of limit `name` with a lease, keep the lease renewed, release it on exit."""
+    waited = False
+    with get_client(sync_client=True) as client:
+        while True:
+            try:
+                with _SLOT_WRITES:
+                    response = client.increment_concurrency_slots_with_lease(
+                        names=[name], slots=1, mode="concurrency", lease_duration=LEASE_S
+                    )
+                break
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code != 423:
+                    raise
+                if not waited:
+                    say(f"waiting: another run holds {name}")
+                    waited = True
+                retry_after = float(exc.response.headers.get("Retry-After", 1.0))
+                time.sleep(min(max(retry_after, 0.2), MAX_WAIT_STEP_S))
+        lease_id = response.json()["lease_id"]
+    stop = threading.Event()
+
+    def renew() -> None:
+        with get_client(sync_client=True) as renewer:
+            while not stop.wait(LEASE_S * 0.75):
+                with contextlib.suppress(Exception):  # a missed renewal is retried next round
+                    renewer.renew_concurrency_lease(lease_id=lease_id, lease_duration=LEASE_S)
+
+    thread = threading.Thread(target=renew, name=f"lease-{name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        with get_client(sync_client=True) as client, _SLOT_WRITES:
+            client.release_concurrency_slots_with_lease(lease_id)
 
 
 def _alive(pid: int) -> bool:
@@ -46,7 +97,7 @@ def stack_slot(
     holders = state_dir / "holders"
     holders.mkdir(parents=True, exist_ok=True)
     holder = holders / f"{name}.json"
-    with get_client(sync_client=True) as client:
+    with get_client(sync_client=True) as client, _SLOT_WRITES:
         client.upsert_global_concurrency_limit_by_name(name, limit=1)
     with contextlib.ExitStack() as stack_ctx:
         with open(holders / f"{name}.lock", "a+") as guard:
@@ -65,9 +116,7 @@ def stack_slot(
                         f"{info.get('pid')}, which is gone (an interrupted run)"
                     )
                 holder.unlink(missing_ok=True)
-            stack_ctx.enter_context(
-                concurrency(name, occupy=1, lease_duration=LEASE_S, strict=True)
-            )
+            stack_ctx.enter_context(_leased_slot(name, say))
             holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
         try:
             yield

@@ -104,14 +104,12 @@ def stack_operation(
     operation: Operation,
     upstream: dict[str, StackOutcome],
     force: bool = False,
-    placeholders: tuple[str, ...] = (),
 ) -> StackOutcome:
     """Preview, update, refresh, check drift of or destroy one stack.
 
     Args:
         upstream: typed outputs of the stacks this one reads, by node name.
         force: run `up` even when the fingerprint says nothing changed.
-        placeholders: upstream nodes whose outputs are placeholders (not deployed yet).
     Raises:
         TransientStackError: retried by Prefect (lock held, throttling, network).
         PermanentStackError: fails the run at once, naming the stack.
@@ -126,6 +124,7 @@ def stack_operation(
         spec = bare_spec(settings, node)
     listener = _listener(ctx, node, logger)
     tag = " (simulated)" if engine.simulated else ""
+    placeholders = [k for k, v in upstream.items() if v.placeholder]
 
     fp = ""
     if operation is Operation.UP:

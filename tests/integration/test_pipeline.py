@@ -75,13 +75,16 @@ def test_deploy_runs_in_order_migrates_and_passes_outputs(pipeline_env: dict[str
     assert span(entries, "database")[1] <= span(entries, "app")[0]
     # the migration really ran on MariaDB
     db = pipeline_env["db"]
-    with pymysql.connect(
-        host=db.host,
-        port=db.port,
-        user=db.user,
-        password=db.password.get_secret_value(),
-        database=db.database,
-    ) as conn, conn.cursor() as cur:
+    with (
+        pymysql.connect(
+            host=db.host,
+            port=db.port,
+            user=db.user,
+            password=db.password.get_secret_value(),
+            database=db.database,
+        ) as conn,
+        conn.cursor() as cur,
+    ):
         cur.execute("SHOW TABLES LIKE 'hello_pulumi'")
         assert cur.fetchone() is not None
     # outputs travelled downstream: the app was built with the database's host
@@ -146,7 +149,7 @@ def test_independent_stacks_run_at_the_same_time(
     from flows.pipeline import deploy, refresh
 
     deploy(environment="dev")
-    monkeypatch.setenv("STACKFLOW_SIM_LATENCY_S", '{"*": 1.5}')
+    monkeypatch.setenv("STACKFLOW_SIM_LATENCY_S", '{"*": 3}')
     refresh(environment="dev")
     entries = journal(pipeline_env["state_dir"], "refresh")
     spans = [span(entries, s) for s in ("networking", "database", "app")]
