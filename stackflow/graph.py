@@ -15,11 +15,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, SecretStr
+
 from programs.app import AppArgs, AppOutputs, app
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
-from pydantic import BaseModel, SecretStr
-
 from stackflow.engine.base import ConfigValue, OutputValue, ProgramFn, StackSpec
 from stackflow.errors import MissingOutputError, UnknownStackError
 from stackflow.settings import EnvironmentKind, Settings

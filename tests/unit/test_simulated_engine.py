@@ -200,6 +200,7 @@ def test_a_second_process_on_the_same_stack_meets_the_lock(
     engine: SimulatedEngine, tmp_path: Path
 ) -> None:
     inject_fault(tmp_path, "networking", hang=True)
+
     def hold() -> None:
         with pytest.raises(OperationCancelled):
             engine.run(Operation.UP, spec(toy()), Lines())
