@@ -21,7 +21,7 @@ COMMANDS = {
     "outputs": "print the stacks' outputs (secrets masked)",
     "graph": "print the stack graph as Mermaid",
     "migrate": "run schema migrations against the environment's database or --database-url",
-    "server": "start, stop or show the local Prefect server the CLI uses when PREFECT_API_URL is unset",
+    "server": "start, stop or show the local servers the CLI starts: Prefect (when PREFECT_API_URL is unset) and the simulated engine's MariaDB",
 }
 EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = 1, 2, 3
 
@@ -96,19 +96,26 @@ def _use_local_prefect(settings: Any) -> None:
 
 
 def _server(args: argparse.Namespace, settings: Any) -> int:
+    """The local servers the CLI starts itself: Prefect (when PREFECT_API_URL is unset) and, on the
+    simulated engine, the MariaDB its database stack is bound to."""
+    from stackflow.localdb import running_server, stop_local_mariadb
     from stackflow.localprefect import ensure_local_prefect, healthy, stop_local_prefect
 
     url = f"http://127.0.0.1:{settings.local_prefect_port}"
+    mariadb_dir = settings.state_dir / "mariadb"
     if args.action == "start":
-        print(
-            f"Prefect UI: {ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print).url}"
-        )
+        server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print)
+        print(f"Prefect UI: {server.url}")
     elif args.action == "stop":
-        print(
-            "stopped" if stop_local_prefect(settings.state_dir) else "no local server was recorded"
-        )
+        stopped = stop_local_prefect(settings.state_dir)
+        print(f"Prefect: {'stopped' if stopped else 'no local server was running'}")
+        stopped = stop_local_mariadb(mariadb_dir)
+        print(f"MariaDB: {'stopped' if stopped else 'no local server was running'}")
     else:
-        print(f"{url}: {'running' if healthy(url) else 'not running'}")
+        print(f"Prefect {url}: {'running' if healthy(url) else 'not running'}")
+        db = running_server(mariadb_dir)
+        where = f"127.0.0.1:{db.port} (pid {db.pid})" if db else "not running"
+        print(f"MariaDB (simulated database stack): {where}")
     return 0
 
 
