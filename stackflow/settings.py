@@ -625,6 +625,13 @@ def _format_errors(exc: ValidationError, section: str | None) -> list[str]:
     for err in exc.errors(include_url=False, include_input=False):
         loc = tuple(err.get("loc", ()))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if (
+            err.get("type") == "string_pattern_mismatch"
+        ):  # a regex says little: say what is accepted
+            cls = _SECTION_PREFIX[section] if section is not None else Settings
+            info = cls.model_fields.get(str(loc[-1])) if loc else None
+            if info is not None and info.description:
+                msg = f"not accepted; accepted: {info.description}"
         # A whole-model check (loc without a field) names its variables in its own message.
         named = any(isinstance(p, str) for p in loc)
         lines.append(f"{_variable_name(section, loc)}: {msg}" if named else msg)
