@@ -10,58 +10,125 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from prefect.deployments.runner import RunnerDeployment
 
 DEFAULT_DRIFT_CRON = "0 3 * * *"
 DEFAULT_CLEANUP_CRON = "0 * * * *"
+TIMEZONE = "UTC"
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """One served deployment as data: `<flow>/<name>`, its fixed parameters and its cron (or none).
+
+    deployments/prefect.yaml declares the same set for work pools; a test keeps the two in step.
+    """
+
+    flow: str
+    name: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    cron: str | None = None
+    description: str = ""
+    tags: tuple[str, ...] = ("stackflow",)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.flow}/{self.name}"
+
+
+def deployment_specs(
+    environments: list[str],
+    drift_cron: str = DEFAULT_DRIFT_CRON,
+    cleanup_cron: str = DEFAULT_CLEANUP_CRON,
+) -> list[DeploymentSpec]:
+    """The deployments to serve, as data (no Prefect objects): names are `<flow>/<environment>`.
+
+    Raises:
+        ValueError: an invalid environment name or cron string (the message names it).
+    """
+    from prefect._internal.schemas.validators import validate_cron_string
+
+    from stackflow.settings import validate_environment_name
+
+    for cron in (drift_cron, cleanup_cron):
+        validate_cron_string(cron)
+    specs = []
+    for env in dict.fromkeys(environments):  # keep order, drop repeats
+        validate_environment_name(env)
+        tags = ("stackflow", f"env:{env}")
+        params = {"environment": env}
+        for what in ("deploy", "preview", "destroy"):
+            specs.append(
+                DeploymentSpec(
+                    what, env, params, None, f"{what} the {env} environment (on demand)", tags
+                )
+            )
+        specs.append(
+            DeploymentSpec(
+                "drift",
+                env,
+                params,
+                drift_cron,
+                f"drift check of {env} ({drift_cron} {TIMEZONE}): drift fails the run and "
+                "emits a stackflow.drift.detected event",
+                tags,
+            )
+        )
+    specs.append(
+        DeploymentSpec(
+            "cleanup-expired",
+            "hourly",
+            {},
+            cleanup_cron,
+            "destroy ephemeral environments (pr-123, ...) whose TTL has passed",
+        )
+    )
+    return specs
 
 
 def build_deployments(
     environments: list[str],
     drift_cron: str = DEFAULT_DRIFT_CRON,
     cleanup_cron: str = DEFAULT_CLEANUP_CRON,
-) -> list[Any]:
-    """The RunnerDeployments to serve; names are `<flow>/<environment>`."""
+) -> list[RunnerDeployment]:
+    """The RunnerDeployments to serve; names are `<flow>/<environment>`.
+
+    Entrypoints are module paths (`flows.pipeline.deploy`), so serving works from any folder.
+
+    Raises:
+        ValueError: an invalid environment name or cron string.
+    """
+    from prefect.schedules import Cron
+    from prefect.types.entrypoint import EntrypointType
+
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy, destroy, drift, preview
-    from stackflow.settings import validate_environment_name
 
-    result = []
-    for env in environments:
-        validate_environment_name(env)
-        tags = ["stackflow", f"env:{env}"]
-        for flow_obj, what in ((deploy, "deploy"), (preview, "preview"), (destroy, "destroy")):
-            result.append(
-                flow_obj.to_deployment(
-                    name=env,
-                    parameters={"environment": env},
-                    tags=tags,
-                    description=f"{what} the {env} environment (on demand)",
-                )
-            )
-        result.append(
-            drift.to_deployment(
-                name=env,
-                parameters={"environment": env},
-                tags=tags,
-                cron=drift_cron,
-                description=f"nightly drift check of {env}: a failed run and a stackflow.drift.detected event on drift",
-            )
+    flows = {f.name: f for f in (deploy, preview, destroy, drift, cleanup_expired)}
+    # to_deployment is dispatched: called from sync code it returns the deployment itself
+    return [
+        cast(
+            "RunnerDeployment",
+            flows[spec.flow].to_deployment(
+                name=spec.name,
+                parameters=dict(spec.parameters),
+                tags=list(spec.tags),
+                description=spec.description,
+                schedules=[Cron(spec.cron, timezone=TIMEZONE)] if spec.cron else None,
+                entrypoint_type=EntrypointType.MODULE_PATH,
+            ),
         )
-    result.append(
-        cleanup_expired.to_deployment(
-            name="hourly",
-            tags=["stackflow"],
-            cron=cleanup_cron,
-            description="destroy ephemeral environments (pr-123, ...) whose TTL has passed",
-        )
-    )
-    return result
+        for spec in deployment_specs(environments, drift_cron, cleanup_cron)
+    ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python deployments/serve.py", description=__doc__.splitlines()[0]
+        prog="python deployments/serve.py", description=(__doc__ or "").splitlines()[0]
     )
     parser.add_argument(
         "--env",
@@ -73,22 +140,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drift-cron",
         default=DEFAULT_DRIFT_CRON,
-        help=f"cron for drift (default '{DEFAULT_DRIFT_CRON}')",
+        help=f"cron for drift, {TIMEZONE} (default '{DEFAULT_DRIFT_CRON}': nightly at 03:00)",
     )
     parser.add_argument(
-        "--cleanup-cron", default=DEFAULT_CLEANUP_CRON, help="cron for cleanup (default hourly)"
+        "--cleanup-cron",
+        default=DEFAULT_CLEANUP_CRON,
+        help=f"cron for cleanup, {TIMEZONE} (default '{DEFAULT_CLEANUP_CRON}': hourly)",
     )
     parser.add_argument("--limit", type=int, default=4, help="flow runs at once (default 4)")
-    args = parser.parse_args(argv)
-    from prefect import serve
+    return parser
 
-    from stackflow.errors import StackflowError
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from prefect import serve
 
     try:
         deployments = build_deployments(
             args.environments or ["dev"], args.drift_cron, args.cleanup_cron
         )
-    except (StackflowError, ValueError) as exc:
+    except ValueError as exc:  # a bad environment name or cron: say which, serve nothing
         print(f"error: {exc}", file=sys.stderr)
         return 2
     serve(*deployments, limit=args.limit)

@@ -1,0 +1,214 @@
+"""deployments/: what serve.py registers (a parameter form the UI can render, schedules) and
+deployments/prefect.yaml kept in step with it. The flows behind them run on the simulated engine
+elsewhere; here nothing runs, deployments are only registered and read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from deployments.serve import (
+    DEFAULT_CLEANUP_CRON,
+    DEFAULT_DRIFT_CRON,
+    build_deployments,
+    deployment_specs,
+    main,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
+
+
+def _prefect_yaml() -> dict[str, Any]:
+    data = yaml.safe_load(PREFECT_YAML.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if ref is None:
+        return node
+    section, name = ref.removeprefix("#/").split("/")
+    resolved = schema[section][name]
+    assert isinstance(resolved, dict)
+    return resolved
+
+
+# --- serve.py as data ----------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_specs_cover_every_environment_and_schedule_only_drift_and_cleanup() -> None:
+    specs = {s.full_name: s for s in deployment_specs(["dev", "staging", "dev"])}
+    assert sorted(specs) == sorted(
+        [f"{f}/{e}" for e in ("dev", "staging") for f in ("deploy", "preview", "destroy", "drift")]
+        + ["cleanup-expired/hourly"]
+    )
+    assert {n for n, s in specs.items() if s.cron} == {
+        "drift/dev",
+        "drift/staging",
+        "cleanup-expired/hourly",
+    }
+    assert specs["drift/staging"].cron == DEFAULT_DRIFT_CRON == "0 3 * * *"
+    assert specs["cleanup-expired/hourly"].cron == DEFAULT_CLEANUP_CRON == "0 * * * *"
+    assert specs["deploy/staging"].parameters == {"environment": "staging"}
+    assert specs["cleanup-expired/hourly"].parameters == {}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "Prod_1"], "environment name 'Prod_1' is not accepted"),
+        (["--drift-cron", "61 * * * *"], "61 * * * *"),
+        (["--cleanup-cron", "hourly"], "hourly"),
+    ],
+)
+def test_serve_refuses_bad_input_before_registering_anything(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- prefect.yaml ----------------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_prefect_yaml_is_accepted_by_prefect_deploys_own_model() -> None:
+    # prefect's model ignores unknown keys, so also check every key is one it reads
+    from prefect.cli.deploy._models import DeploymentConfig, PrefectYamlModel
+
+    data = _prefect_yaml()
+    model = PrefectYamlModel.model_validate(data)
+    assert len(model.deployments) == len(data["deployments"]) > 0
+    known = set(DeploymentConfig.model_fields)
+    for raw in data["deployments"]:
+        assert set(raw) <= known, f"unknown keys in {raw['entrypoint']}: {set(raw) - known}"
+    for deployment in model.deployments:
+        assert deployment.work_pool is not None and deployment.work_pool.name == "stackflow"
+    steps = data["pull"]
+    assert [next(iter(s)) for s in steps] == ["prefect.deployments.steps.set_working_directory"]
+
+
+@pytest.mark.unit
+def test_prefect_yaml_entrypoints_import_and_name_flows() -> None:
+    from prefect import Flow
+    from prefect.flows import load_flow_from_entrypoint
+
+    for raw in _prefect_yaml()["deployments"]:
+        path, _, func = raw["entrypoint"].partition(":")
+        assert (ROOT / path).is_file(), raw["entrypoint"]
+        assert func, f"{raw['entrypoint']}: no ':function' part"
+        flow = load_flow_from_entrypoint(f"{ROOT / path}:{func}")
+        assert isinstance(flow, Flow), f"{raw['entrypoint']} is not a Prefect flow"
+
+
+@pytest.mark.unit
+def test_prefect_yaml_schedules_are_valid_utc_crons() -> None:
+    from prefect.schedules import validate_cron_string
+
+    seen = 0
+    for raw in _prefect_yaml()["deployments"]:
+        for schedule in raw.get("schedules", []):
+            assert set(schedule) == {"cron", "timezone"}, schedule
+            validate_cron_string(schedule["cron"])
+            assert schedule["timezone"] == "UTC"
+            seen += 1
+    assert seen == 2  # drift and cleanup
+
+
+@pytest.mark.unit
+def test_prefect_yaml_matches_what_serve_registers() -> None:
+    from prefect.flows import load_flow_from_entrypoint
+
+    in_yaml = set()
+    for raw in _prefect_yaml()["deployments"]:
+        path, _, func = raw["entrypoint"].partition(":")
+        flow_name = load_flow_from_entrypoint(f"{ROOT / path}:{func}").name
+        crons = tuple(s["cron"] for s in raw.get("schedules", []))
+        params = tuple(sorted((raw.get("parameters") or {}).items()))
+        in_yaml.add((flow_name, raw["name"], params, crons, tuple(raw.get("tags", []))))
+    served = {
+        (
+            s.flow,
+            s.name,
+            tuple(sorted(s.parameters.items())),
+            (s.cron,) if s.cron else (),
+            s.tags,
+        )
+        for s in deployment_specs(["dev"])
+    }
+    assert in_yaml == served
+
+
+# --- registered on a real Prefect server ----------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_served_deployments_expose_a_typed_described_parameter_form(prefect_server: Any) -> None:
+    """What the UI's run form is built from: types, defaults, descriptions and the stack enum."""
+    from prefect.client.orchestration import get_client
+
+    from stackflow.graph import GRAPH
+
+    for deployment in build_deployments(["dev"]):
+        deployment.apply()
+    with get_client(sync_client=True) as client:
+        got = {
+            name: client.read_deployment_by_name(name)
+            for name in ("deploy/dev", "preview/dev", "destroy/dev", "drift/dev")
+        }
+        cleanup = client.read_deployment_by_name("cleanup-expired/hourly")
+
+    deploy = got["deploy/dev"]
+    assert deploy.entrypoint == "flows.pipeline.deploy"
+    assert deploy.parameters == {"environment": "dev"}
+    assert deploy.enforce_parameter_schema is True
+    schema = deploy.parameter_openapi_schema
+    assert schema is not None
+    props = schema["properties"]
+    assert list(props) == ["environment", "stacks", "force"]
+    assert props["environment"]["type"] == "string" and props["environment"]["default"] == "dev"
+    assert props["force"]["type"] == "boolean" and props["force"]["default"] is False
+    for name, prop in props.items():
+        assert len(prop.get("description", "")) > 10, f"{name} has no description"
+    arrays = [a for a in props["stacks"]["anyOf"] if a.get("type") == "array"]
+    assert len(arrays) == 1
+    enum = _resolve(schema, arrays[0]["items"])
+    assert enum["enum"] == GRAPH.order()
+    assert {"networking", "database", "app"} <= set(enum["enum"])
+
+    destroy_props = got["destroy/dev"].parameter_openapi_schema["properties"]
+    assert destroy_props["confirm"]["type"] == "boolean"
+    assert "prod" in destroy_props["confirm"]["description"]
+
+    for name in ("deploy/dev", "preview/dev", "destroy/dev"):
+        assert got[name].schedules == [], f"{name} should run on demand only"
+    [drift] = got["drift/dev"].schedules
+    assert (drift.schedule.cron, drift.schedule.timezone) == ("0 3 * * *", "UTC")  # type: ignore[union-attr]
+    [hourly] = cleanup.schedules
+    assert (hourly.schedule.cron, hourly.schedule.timezone) == ("0 * * * *", "UTC")  # type: ignore[union-attr]
+    assert "dry_run" in cleanup.parameter_openapi_schema["properties"]
+
+
+@pytest.mark.integration
+def test_server_refuses_a_run_with_a_stack_outside_the_enum(prefect_server: Any) -> None:
+    """The form's enum is enforced: a run asking for an unknown stack is never created."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    [preview] = [d for d in build_deployments(["dev"]) if d.flow_name == "preview"]
+    deployment_id = preview.apply()
+    with get_client(sync_client=True) as client:
+        with pytest.raises(PrefectHTTPStatusError, match="nope"):
+            client.create_flow_run_from_deployment(deployment_id, parameters={"stacks": ["nope"]})
+        run = client.create_flow_run_from_deployment(
+            deployment_id, parameters={"stacks": ["networking"]}
+        )
+        assert run.parameters["stacks"] == ["networking"]
+        client.delete_flow_run(run.id)  # nothing serves it here; leave no scheduled run behind
