@@ -183,6 +183,8 @@ def _outputs(args: argparse.Namespace, settings: Any) -> int:
         if n in GRAPH.stacks
     }
     if args.json:
+        if engine.simulated:  # stdout stays pure JSON; the caveat goes beside it
+            print("simulated outputs: nothing was deployed to AWS", file=sys.stderr)
         print(json.dumps(result, indent=2, sort_keys=True))
         return 0
     sim = " [simulated]" if engine.simulated else ""

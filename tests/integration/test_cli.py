@@ -1,0 +1,108 @@
+"""`python flows/run.py` as users run it: a subprocess against the session's real Prefect server,
+on the simulated engine (the Pulumi engine cannot run here) bound to a real MariaDB schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = ("networking", "database", "app")
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with this process's environment (PREFECT_API_URL and STACKFLOW_* included)."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "flows" / "run.py"), *args],
+        env=dict(os.environ),
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def test_up_prints_a_simulated_summary_and_outputs_json_masks_the_password(
+    pipeline_env: dict[str, Any], tmp_path: Path
+) -> None:
+    up = cli("up", "--env", "dev", cwd=tmp_path)  # any working folder will do
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "[simulated: nothing was deployed to AWS]" in up.stdout
+    table = up.stdout[up.stdout.index("stack ") :]
+    for stack in (*STACKS, "migrate", "verify"):
+        assert f"\n{stack} " in table
+    assert "engine operations: 3" in up.stdout
+
+    out = cli("outputs", "--env", "dev", "--json")
+    assert out.returncode == 0, out.stderr
+    outputs = json.loads(out.stdout)  # stdout is JSON and nothing else
+    assert sorted(outputs) == sorted(STACKS)
+    assert outputs["database"]["password"] == "[secret]"
+    assert outputs["database"]["port"] == pipeline_env["db"].port
+    assert outputs["networking"]["vpc_id"].startswith("vpc-")
+    assert "simulated" in out.stderr
+    password = pipeline_env["db"].password.get_secret_value()
+    for text in (up.stdout, up.stderr, out.stdout, out.stderr):
+        assert password not in text
+
+
+def test_up_publishes_the_summary_artifact_with_secrets_masked(
+    pipeline_env: dict[str, Any],
+) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.pipeline import deploy
+
+    deploy(environment="dev")
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["up-dev"]))
+        )
+    assert artifacts, "no up-dev artifact"
+    latest = max(artifacts, key=lambda a: a.created or 0)
+    markdown = str(latest.data)
+    assert "simulated" in markdown.lower()
+    for stack in STACKS:
+        assert stack in markdown
+    assert "[secret]" in markdown  # the password output is listed, masked
+    assert pipeline_env["db"].password.get_secret_value() not in markdown
+
+
+def test_outputs_of_an_environment_never_deployed_says_so(pipeline_env: dict[str, Any]) -> None:
+    result = cli("outputs", "--env", "pr-9")
+    assert result.returncode == 0, result.stderr
+    for stack in STACKS:
+        assert f"pr-9/{stack} [simulated]: not deployed" in result.stdout
+
+
+def test_graph_prints_every_node_and_edge_as_mermaid() -> None:
+    result = cli("graph")
+    assert result.returncode == 0
+    assert result.stdout.startswith("flowchart LR")
+    for edge in ("networking --> database", "database --> migrate", "migrate --> app"):
+        assert edge in result.stdout
+
+
+def test_help_does_not_import_prefect() -> None:
+    """`--help` must answer without the ~1.5 s `import prefect` (measured in bench, not here)."""
+    code = (
+        "import sys, contextlib, io\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from flows import run\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    run.main(['--help'])\n"
+        "assert 'usage:' in out.getvalue(), out.getvalue()\n"
+        "print(sorted(m for m in sys.modules if m == 'prefect' or m.startswith('pulumi')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout
