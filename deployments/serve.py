@@ -1,8 +1,9 @@
 """Register and serve stackflow's deployments in one process: `python deployments/serve.py`.
 
 Per environment: deploy, preview and destroy (run on demand from the UI or `prefect deployment
-run`) and drift on a cron (nightly by default); plus one hourly cleanup of expired ephemeral
-environments. Runs execute in this process's machine with its STACKFLOW_* settings; for work pools
+run`) and drift on a cron (nightly by default); preview also runs, through a Prefect automation,
+when a `stackflow.drift.detected` event names its environment; plus one hourly cleanup of expired
+ephemeral environments. Runs execute in this process's machine with its STACKFLOW_* settings; for work pools
 use deployments/prefect.yaml instead.
 """
 
@@ -11,14 +12,20 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
+    from prefect.events import DeploymentEventTrigger
 
 DEFAULT_DRIFT_CRON = "0 3 * * *"
 DEFAULT_CLEANUP_CRON = "0 * * * *"
 TIMEZONE = "UTC"
+DRIFT_EVENT = "stackflow.drift.detected"
+# One drift run emits one event per drifted stack; the automation fires on the first and then
+# stays quiet for this long, so one drift run starts one preview.
+TRIGGER_WITHIN_S = 600
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class DeploymentSpec:
     cron: str | None = None
     description: str = ""
     tags: tuple[str, ...] = ("stackflow",)
+    triggered_by: str | None = None  # an event that also runs it, when it names this environment
 
     @property
     def full_name(self) -> str:
@@ -64,7 +72,14 @@ def deployment_specs(
         for what in ("deploy", "preview", "destroy"):
             specs.append(
                 DeploymentSpec(
-                    what, env, params, None, f"{what} the {env} environment (on demand)", tags
+                    what,
+                    env,
+                    params,
+                    None,
+                    f"{what} the {env} environment (on demand"
+                    + (f"; and on {DRIFT_EVENT})" if what == "preview" else ")"),
+                    tags,
+                    DRIFT_EVENT if what == "preview" else None,
                 )
             )
         specs.append(
@@ -120,10 +135,27 @@ def build_deployments(
                 description=spec.description,
                 schedules=[Cron(spec.cron, timezone=TIMEZONE)] if spec.cron else None,
                 entrypoint_type=EntrypointType.MODULE_PATH,
+                triggers=[trigger(spec)] if spec.triggered_by else None,
             ),
         )
         for spec in deployment_specs(environments, drift_cron, cleanup_cron)
     ]
+
+
+def trigger(spec: DeploymentSpec) -> DeploymentEventTrigger:
+    """The automation that runs `spec` when its event names the spec's environment."""
+    from prefect.events import DeploymentEventTrigger
+
+    env = spec.parameters["environment"]
+    return DeploymentEventTrigger(
+        name=f"{spec.full_name} on {spec.triggered_by}",
+        description=f"run {spec.full_name} when {spec.triggered_by} names environment {env}",
+        expect={spec.triggered_by},
+        match={"stackflow.environment": env},
+        posture="Reactive",
+        threshold=1,
+        within=timedelta(seconds=TRIGGER_WITHIN_S),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

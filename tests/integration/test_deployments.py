@@ -16,6 +16,7 @@ from deployments.serve import (
     build_deployments,
     deployment_specs,
     main,
+    trigger,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +125,7 @@ def test_prefect_yaml_schedules_are_valid_utc_crons() -> None:
 
 @pytest.mark.unit
 def test_prefect_yaml_matches_what_serve_registers() -> None:
+    from prefect.events import DeploymentEventTrigger
     from prefect.flows import load_flow_from_entrypoint
 
     in_yaml = set()
@@ -132,7 +134,11 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
         flow_name = load_flow_from_entrypoint(f"{ROOT / path}:{func}").name
         crons = tuple(s["cron"] for s in raw.get("schedules", []))
         params = tuple(sorted((raw.get("parameters") or {}).items()))
-        in_yaml.add((flow_name, raw["name"], params, crons, tuple(raw.get("tags", []))))
+        triggers = tuple(
+            DeploymentEventTrigger.model_validate(t).model_dump_json()
+            for t in raw.get("triggers", [])
+        )
+        in_yaml.add((flow_name, raw["name"], params, crons, tuple(raw.get("tags", [])), triggers))
     served = {
         (
             s.flow,
@@ -140,10 +146,12 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
             tuple(sorted(s.parameters.items())),
             (s.cron,) if s.cron else (),
             s.tags,
+            (trigger(s).model_dump_json(),) if s.triggered_by else (),
         )
         for s in deployment_specs(["dev"])
     }
     assert in_yaml == served
+    assert sum(bool(t[-1]) for t in served) == 1  # preview/dev runs on drift
 
 
 # --- registered on a real Prefect server ----------------------------------------------------------
@@ -194,6 +202,19 @@ def test_served_deployments_expose_a_typed_described_parameter_form(prefect_serv
     [hourly] = cleanup.schedules
     assert (hourly.schedule.cron, hourly.schedule.timezone) == ("0 * * * *", "UTC")  # type: ignore[union-attr]
     assert "dry_run" in cleanup.parameter_openapi_schema["properties"]
+
+    # the drift automation is owned by preview/dev and runs it
+    with get_client(sync_client=True) as client:
+        owned = client.read_resource_related_automations(
+            f"prefect.deployment.{got['preview/dev'].id}"
+        )
+    [automation] = [a for a in owned if a.name == "preview/dev on stackflow.drift.detected"]
+    assert automation.enabled
+    assert automation.trigger.expect == {"stackflow.drift.detected"}  # type: ignore[union-attr]
+    assert automation.trigger.match.model_dump() == {"stackflow.environment": "dev"}  # type: ignore[union-attr]
+    [action] = automation.actions
+    assert action.type == "run-deployment"
+    assert action.deployment_id == got["preview/dev"].id  # type: ignore[union-attr]
 
 
 @pytest.mark.integration
