@@ -11,6 +11,7 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from stackflow.errors import SettingsError
 from stackflow.settings import Settings
 
 
@@ -48,6 +49,13 @@ def local_passphrase(settings: Settings) -> str:
     path = settings.state_dir / "passphrase"
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
+        if any((settings.state_dir / "simulated" / "stacks").glob("*/*.json")):
+            # A new passphrase would not open that state, and an `up` would re-seal it with the
+            # new one: refuse, before anything is written.
+            raise SettingsError(
+                f"STACKFLOW_STATE_PASSPHRASE is not set, but the stacks in {settings.state_dir} "
+                "were written with a passphrase: set it to the one that wrote them"
+            )
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32))

@@ -389,6 +389,9 @@ class SimulatedEngine:
             salt = self._salt(state)
             writes = operation in (Operation.UP, Operation.DESTROY, Operation.REFRESH)
             if writes:
+                # A wrong passphrase fails here, before anything is written: an `up` would
+                # otherwise re-seal the secret outputs with it.
+                self._decrypt_outputs(spec, state)
                 state["pending_operation"] = {
                     "operation": operation.value,
                     "pid": os.getpid(),
