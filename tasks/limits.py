@@ -13,6 +13,7 @@ record the holder's pid and, when that process is gone from this machine, releas
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import json
 import os
@@ -68,7 +69,10 @@ def _leased_slot(name: str, say: Callable[[str], None]) -> Iterator[None]:
                 with contextlib.suppress(Exception):  # a missed renewal is retried next round
                     renewer.renew_concurrency_lease(lease_id=lease_id, lease_duration=LEASE_S)
 
-    thread = threading.Thread(target=renew, name=f"lease-{name}", daemon=True)
+    # The renewer runs in this task's context: a plain thread would read Prefect's settings from
+    # the process root (PREFECT_API_URL as it was at import) and may talk to another server.
+    renew_here = contextvars.copy_context().run
+    thread = threading.Thread(target=renew_here, args=(renew,), name=f"lease-{name}", daemon=True)
     thread.start()
     try:
         yield
