@@ -146,6 +146,14 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def _run_flow(args: argparse.Namespace, settings: Any) -> int:
+    if args.command == "destroy" and settings.profile.protected and not args.yes:
+        # Refused before a flow run starts (the flow refuses too, for the UI and schedules): no
+        # failed run, no traceback in the output, nothing changed.
+        return _fail(
+            f"environment {settings.environment!r} is {settings.environment_kind.value}: destroying "
+            "it needs explicit confirmation: pass --yes. Nothing was changed.",
+            EXIT_USAGE,
+        )
     from flows.pipeline import FLOWS
 
     kwargs: dict[str, Any] = {"environment": settings.environment, "stacks": _stacks(args) or None}
