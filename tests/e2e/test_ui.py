@@ -1,0 +1,295 @@
+"""The Prefect UI in a real browser: `deployments/serve.py --env dev` serving against a real Prefect
+server, a run started with Run -> Quick run, and its summary artifact shown on the run's page.
+The flows run on the simulated engine (the Pulumi engine cannot run here), with the database stack
+bound to a real MariaDB so the migrations really run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.e2e.conftest import save_screenshot
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+SERVED = ("deploy/dev", "preview/dev", "destroy/dev", "drift/dev", "cleanup-expired/hourly")
+RUN_TIMEOUT_S = 180
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[bytes]
+    log: Path
+    env: dict[str, str]
+    state_dir: Path
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the serve process and the flow-run processes it started (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def _wait_until_served(served: Served, started: datetime, timeout: float = 90.0) -> None:
+    """Every deployment registered by this process and polled by its runner."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while time.monotonic() < deadline:
+            if served.process.poll() is not None:
+                pytest.fail(
+                    f"serve.py exited with {served.process.returncode}:\n{served.log_tail()}"
+                )
+            try:
+                found = [client.read_deployment_by_name(name) for name in SERVED]
+            except ObjectNotFound:
+                found = []
+            if found and all(
+                d.updated is not None
+                and d.updated >= started
+                and d.last_polled is not None
+                and d.last_polled >= started
+                and not d.paused
+                for d in found
+            ):
+                return
+            time.sleep(0.5)
+    pytest.fail(f"deployments were not served within {timeout:.0f}s:\n{served.log_tail()}")
+
+
+@pytest.fixture(scope="module")
+def served(
+    prefect_server: Any, mariadb: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """`python deployments/serve.py --env dev` with its own state folder and database schema."""
+    from stackflow.localdb import grant_database
+
+    schema = f"e2e_{uuid.uuid4().hex[:12]}"
+    with mariadb.admin() as conn:
+        grant_database(conn, schema, mariadb.target.user)
+    t = mariadb.target_for(schema)
+    home = tmp_path_factory.mktemp("e2e-serve")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKFLOW_")}
+    env.update(
+        {
+            "PREFECT_API_URL": prefect_server.api_url,
+            "PREFECT_HOME": str(home / "prefect-home"),
+            "STACKFLOW_STATE_DIR": str(home / "state"),
+            "STACKFLOW_ENGINE": "simulated",
+            "STACKFLOW_STATE_PASSPHRASE": "e2e-passphrase",
+            "STACKFLOW_SIM_MYSQL": "external",
+            "STACKFLOW_SIM_MYSQL_URL": f"mysql://{quote(t.user)}:{quote(t.password.get_secret_value(), safe='')}@{t.host}:{t.port}/{t.database}",
+            "STACKFLOW_RETRY_DELAY_S": "0",
+            "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "20",
+        }
+    )
+    log = home / "serve.log"
+    started = datetime.now(UTC) - timedelta(seconds=1)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "deployments" / "serve.py"), "--env", "dev"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, stopped as a whole
+        )
+    result = Served(process, log, env, home / "state")
+    try:
+        _wait_until_served(result, started)
+        yield result
+    finally:
+        _stop(process)
+        with mariadb.admin() as conn, conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+
+
+def _runs_of(client: Any, deployment_id: Any) -> list[Any]:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    # limit and sort explicitly: this server refuses the client's `null` defaults (422)
+    return list(
+        client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
+            sort=FlowRunSort.EXPECTED_START_TIME_DESC,
+            limit=200,
+        )
+    )
+
+
+def _wait_for_final(client: Any, flow_run_id: Any, served: Served) -> Any:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        run = client.read_flow_run(flow_run_id)
+        if run.state is not None and run.state.is_final():
+            return run
+        time.sleep(1)
+    pytest.fail(f"flow run {flow_run_id} not finished after {RUN_TIMEOUT_S}s:\n{served.log_tail()}")
+
+
+def test_quick_run_from_the_ui_deploys_simulated_dev_and_shows_its_summary(
+    served: Served, page: Any, prefect_server: Any, mariadb: Any
+) -> None:
+    from playwright.sync_api import expect
+    from prefect.client.orchestration import get_client
+
+    from stackflow.graph import GRAPH
+
+    url = prefect_server.url
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("deploy/dev")
+        before = {r.id for r in _runs_of(client, deployment.id)}
+
+        # Deployments list -> the `dev` deployment of the `deploy` flow
+        page.goto(f"{url}/deployments")
+        row = (
+            page.get_by_role("row")
+            .filter(has=page.get_by_role("link", name="deploy", exact=True))
+            .filter(has=page.get_by_role("link", name="dev", exact=True))
+        )
+        expect(row).to_have_count(1)
+        row.get_by_role("link", name="dev", exact=True).click()
+        expect(page).to_have_url(re.compile(rf"/deployments/deployment/{deployment.id}"))
+
+        # The custom-run form shows every parameter's description (from the parameter schema)
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_role("link", name="Custom run").click()
+        schema = deployment.parameter_openapi_schema or {}
+        for prop in schema["properties"].values():
+            expect(page.get_by_text(prop["description"], exact=True)).to_be_visible()
+
+        def field(name: str) -> Any:
+            label = page.get_by_text(f"{name} (Optional)", exact=True)
+            return page.locator(".schema-form-property").filter(has=label)
+
+        # types and defaults: a text box holding the environment, an off switch for force, and
+        # for stacks (none by default) a pick list of the graph's stacks
+        expect(field("environment").locator("textarea")).to_have_value("dev")
+        expect(field("force").get_by_role("switch")).to_have_attribute("aria-checked", "false")
+        expect(field("stacks").get_by_text('Property is type "None"')).to_be_visible()
+        field("stacks").get_by_role("button", name="list", exact=True).click()
+        field("stacks").locator("button.p-select-button__control").press("ArrowDown")
+        expect(page.get_by_role("option")).to_have_text(GRAPH.order())
+        page.keyboard.press("Escape")
+        page.go_back()
+
+        # Run -> Quick run
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_role("button", name="Quick run").click()
+        expect(page.get_by_text("scheduled to start").first).to_be_visible()
+
+        deadline = time.monotonic() + 30
+        new: list[Any] = []
+        while not new and time.monotonic() < deadline:
+            new = [r for r in _runs_of(client, deployment.id) if r.id not in before]
+            time.sleep(0.5)
+        assert len(new) == 1, f"Quick run created {len(new)} flow runs"
+        run = _wait_for_final(client, new[0].id, served)
+        assert run.state.is_completed(), (
+            f"{run.state.name}: {run.state.message}\n{served.log_tail()}"
+        )
+        assert run.parameters == {"environment": "dev"}
+        assert run.name == "deploy-dev"
+
+    # The run's page: Completed, and the summary artifact on its Artifacts tab
+    page.goto(f"{url}/runs/flow-run/{run.id}")
+    expect(page.get_by_text("deploy-dev", exact=True).first).to_be_visible()
+    expect(page.get_by_text("Completed", exact=True).first).to_be_visible()
+    page.get_by_role("tablist").get_by_text("Artifacts", exact=True).click()
+    expect(page.get_by_text("stackflow up of dev (simulated)")).to_be_visible()
+    page.get_by_text("up-dev", exact=True).first.click()
+    expect(page).to_have_url(re.compile(r"/artifacts/artifact/[0-9a-f-]+$"))
+    # the rendered markdown: says simulated, one row per node with the status this deploy gave it
+    expect(page.get_by_text("Pulumi mock runtime, nothing was deployed to AWS")).to_be_visible()
+    table = page.locator("table").filter(has=page.get_by_role("columnheader", name="stack"))
+    expected = {
+        "networking": "updated",
+        "database": "updated",
+        "migrate": "migrated",
+        "app": "updated",
+        "verify": "skipped",
+    }
+    for stack, status in expected.items():
+        row = table.get_by_role("row").filter(has=page.get_by_role("cell", name=stack, exact=True))
+        expect(row).to_have_count(1)
+        expect(row.get_by_role("cell", name=status, exact=True)).to_be_visible()
+    # the database password is an output: shown masked, never in clear
+    expect(page.get_by_text("[secret]").first).to_be_visible()
+    assert mariadb.password not in page.content()
+    save_screenshot(page, "ui-deploy-dev-artifact")
+
+    # The artifact's page by key lists this run's version
+    page.goto(f"{url}/artifacts/key/up-dev")
+    expect(page.get_by_text("stackflow up of dev (simulated)")).to_be_visible()
+    expect(page.get_by_role("link", name="deploy-dev").first).to_be_visible()
+
+
+def test_cli_deployment_run_of_preview_completes_simulated(
+    served: Served, prefect_server: Any
+) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import Artifact
+
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    result = subprocess.run(
+        [prefect, "deployment", "run", "preview/dev", "--watch", "--watch-timeout", "150"],
+        env={**served.env, "COLUMNS": "200"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{output}\n--- serve.py ---\n{served.log_tail()}"
+    assert "Flow run finished successfully in 'Completed'" in output
+    found = re.search(r"UUID:\s*([0-9a-f-]{36})", output)
+    assert found, output
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(uuid.UUID(found.group(1)))
+        deployment = client.read_deployment_by_name("preview/dev")
+        assert run.deployment_id == deployment.id
+        assert run.state is not None and run.state.is_completed()
+        # read_artifacts sends `null` for filters it was not given, which this server refuses
+        # (422), and an empty filter object would narrow the query: post only what we mean
+        response = client.request(
+            "POST",
+            "/artifacts/filter",
+            json={
+                "artifacts": {"flow_run_id": {"any_": [str(run.id)]}},
+                "sort": "CREATED_DESC",
+                "limit": 10,
+                "offset": 0,
+            },
+        )
+        response.raise_for_status()
+        artifacts = [Artifact.model_validate(a) for a in response.json()]
+    assert [a.key for a in artifacts] == ["preview-dev"]
+    assert "(simulated)" in (artifacts[0].description or "")
+    assert "simulated" in str(artifacts[0].data)
