@@ -349,12 +349,64 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# The table's order: the issue's figures first, each followed by what explains it.
+ORDER = (
+    "critical_path_ratio",
+    "critical_path_deploy_wall_s",
+    "critical_path_s",
+    "critical_path_client_retry_sleeps",
+    "critical_path_client_retry_sleep_s",
+    "sequential_speedup",
+    "sequential_baseline_wall_s",
+    "sequential_speedup_refresh",
+    "refresh_wall_s",
+    "refresh_sequential_wall_s",
+    "refresh_critical_path_s",
+    "sequential_speedup_fanout",
+    "noop_engine_calls",
+    "noop_wall_s",
+    "noop_cli_engine_calls",
+    "noop_cli_wall_s",
+    "fanout",
+    "fanout_ratio_max",
+    "task_overhead_ms_median",
+    "task_overhead_ms_p95",
+    "task_overhead_direct_ms_median",
+    "task_overhead_trivial_ms_median",
+    "task_overhead_first_ms",
+    "task_body_skip_path_ms_median",
+    "migrations_apply_200_s",
+    "migrations_noop_ms",
+    "cli_help_s",
+    "prefect_server_rss_mb",
+    "bench_wall_s",
+)
+# Run metadata, printed apart from the figures.
+METADATA = {
+    "simulated",
+    "cores",
+    "load_average_1m",
+    "load_average_1m_at_start",
+    "prefect_server_warm",
+    "quick",
+    "timestamp",
+}
+
+
 def rows(results: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(metric, value, target and verdict) for every scalar figure, fan-out expanded per N."""
     out: list[tuple[str, str, str]] = []
-    for key, value in results.items():
+    rank = {key: i for i, key in enumerate(ORDER)}
+    ordered = sorted(
+        ((k, v) for k, v in results.items() if k not in METADATA),
+        key=lambda item: rank.get(item[0], len(ORDER)),
+    )
+    for key, value in ordered:
         if key == "fanout" and isinstance(value, Mapping):
-            for n, entry in value.get("runs", {}).items():
+            runs = value.get("runs", {})
+            for n, entry in sorted(
+                runs.items(), key=lambda item: int(item[0])
+            ):  # JSON sorts "16" < "4"
                 ratio = entry["ratio"]
                 out.append(
                     (
