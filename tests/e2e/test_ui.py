@@ -134,7 +134,6 @@ def _runs_of(client: Any, deployment_id: Any) -> list[Any]:
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
     from prefect.client.schemas.sorting import FlowRunSort
 
-    # limit and sort explicitly: this server refuses the client's `null` defaults (422)
     return list(
         client.read_flow_runs(
             deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
@@ -255,7 +254,8 @@ def test_cli_deployment_run_of_preview_completes_simulated(
     served: Served, prefect_server: Any
 ) -> None:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.objects import Artifact
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.client.schemas.sorting import ArtifactSort
 
     prefect = str(Path(sys.executable).with_name("prefect"))
     result = subprocess.run(
@@ -276,20 +276,11 @@ def test_cli_deployment_run_of_preview_completes_simulated(
         deployment = client.read_deployment_by_name("preview/dev")
         assert run.deployment_id == deployment.id
         assert run.state is not None and run.state.is_completed()
-        # read_artifacts sends `null` for filters it was not given, which this server refuses
-        # (422), and an empty filter object would narrow the query: post only what we mean
-        response = client.request(
-            "POST",
-            "/artifacts/filter",
-            json={
-                "artifacts": {"flow_run_id": {"any_": [str(run.id)]}},
-                "sort": "CREATED_DESC",
-                "limit": 10,
-                "offset": 0,
-            },
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])),
+            sort=ArtifactSort.CREATED_DESC,
+            limit=10,
         )
-        response.raise_for_status()
-        artifacts = [Artifact.model_validate(a) for a in response.json()]
     assert [a.key for a in artifacts] == ["preview-dev"]
     assert "(simulated)" in (artifacts[0].description or "")
     assert "simulated" in str(artifacts[0].data)

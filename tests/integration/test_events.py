@@ -289,7 +289,6 @@ def test_simulated_drift_runs_preview_and_notifies_through_automations(
     notify_id = create_example_notify_automation(block_id, tmp_path)
 
     def preview_runs() -> list[Any]:
-        # limit and sort explicitly: this server refuses the client's `null` defaults (422)
         return list(
             client.read_flow_runs(
                 deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
