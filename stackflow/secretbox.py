@@ -49,12 +49,14 @@ def local_passphrase(settings: Settings) -> str:
     path = settings.state_dir / "passphrase"
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        if any((settings.state_dir / "simulated" / "stacks").glob("*/*.json")):
-            # A new passphrase would not open that state, and an `up` would re-seal it with the
-            # new one: refuse, before anything is written.
+        stacks = (settings.state_dir / "simulated" / "stacks").glob("*/*.json")
+        sealed = [p for p in stacks if '"ciphertext"' in p.read_text()]
+        if sealed and not path.exists():  # (not generated meanwhile by a concurrent operation)
+            # A new passphrase would not open their secrets, and an `up` would re-seal them with
+            # the new one: refuse, before anything is written.
             raise SettingsError(
                 f"STACKFLOW_STATE_PASSPHRASE is not set, but the stacks in {settings.state_dir} "
-                "were written with a passphrase: set it to the one that wrote them"
+                "hold secrets sealed with a passphrase: set it to the one that sealed them"
             )
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:

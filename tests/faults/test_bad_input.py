@@ -280,7 +280,7 @@ CASES = [
         "passphrase-missing-up",
         ("up",),
         1,
-        r"STACKFLOW_STATE_PASSPHRASE is not set, but the stacks in .* were written with a passphrase",
+        r"STACKFLOW_STATE_PASSPHRASE is not set, but the stacks in .* hold secrets sealed with a",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
     ),
     Case(
