@@ -105,9 +105,10 @@ def measure_one(
         retries = count_client_retries()
         before = (retries.sleeps, retries.seconds)
         with environ(stackflow_env(Path(tmp) / "state", weights)):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             summaries = run_fanout(env_names(n), concurrency)
             wall = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
             after = (retries.sleeps, retries.seconds)
             script = run_sequential(env_names(n, "seq")) if compare_sequential else None
     ideal = ideal_s(n, concurrency, critical)
@@ -117,6 +118,9 @@ def measure_one(
         "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 3),
         "engine_calls": calls,
+        # CPU seconds this one process spent (all threads): near wall_s means the fan-out is
+        # bound by one interpreter's CPU (the GIL), not by waiting on the simulated cloud
+        "process_cpu_s": round(cpu, 3),
         "peak_rss_mb": peak_rss_mb()["self"],
         "client_retry_sleeps": after[0] - before[0],
         "client_retry_sleep_s": round(after[1] - before[1], 2),
