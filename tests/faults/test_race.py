@@ -18,12 +18,13 @@ STACKS = ("networking", "database", "app")
 def test_two_deploys_of_one_environment_take_turns_on_each_stack_simulated(
     fault_env: FaultEnv, tmp_path: Path
 ) -> None:
-    """Two `up --force` runs of `dev` started together (simulated engine; networking takes 2 s, so
+    """Two `up --force` runs of `dev` started together (simulated engine; networking takes 4 s, so
     they meet there): they do contend, no two operations on one stack overlap, no lock conflict
     reaches the user, both end with exit 0, and nothing is left pending or held."""
     logs = [tmp_path / f"run-{i}.log" for i in range(2)]
-    # networking takes long enough to cover the two processes' start-up skew: they must meet there
-    slow = {"STACKFLOW_SIM_LATENCY_S": '{"*": 0.5, "networking": 2.0}'}
+    # networking takes long enough to cover the two processes' start-up skew (2 s was not always
+    # enough on a loaded machine): they must meet there
+    slow = {"STACKFLOW_SIM_LATENCY_S": '{"*": 0.5, "networking": 4.0}'}
     runs = [fault_env.start("up", "--env", "dev", "--force", log=log, env=slow) for log in logs]
     codes = [run.wait(timeout=200) for run in runs]
     outs = [log.read_text() for log in logs]
