@@ -53,11 +53,22 @@ Stacks = Annotated[
 ]
 
 
-class DriftDetected(StackflowError):
+class PipelineError(StackflowError):
+    """A run that ended badly; `summary` is its summary (secrets masked), to show what did happen."""
+
+    def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[Any, ...]:  # Prefect may pickle the exception with the state
+        return (type(self), (str(self), self.summary))
+
+
+class DriftDetected(PipelineError):
     """A drift check found stacks whose cloud resources differ from their state."""
 
 
-class PipelineFailed(StackflowError):
+class PipelineFailed(PipelineError):
     """A node of the pipeline failed; the message names it and why."""
 
 
@@ -352,12 +363,14 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     summary.duration_s = time.monotonic() - started
     _publish(summary, settings)
     if summary.failed:
-        raise PipelineFailed(summary.failed)
+        raise PipelineFailed(summary.failed, summary.as_dict())
     if op is Operation.UP and not request.stacks:
         record_deploy(settings)
     drifted = [o.node for o in summary.outcomes if o.status == "drift"]
     if drifted:
-        raise DriftDetected(f"drift detected in {settings.environment}: {', '.join(drifted)}")
+        raise DriftDetected(
+            f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()
+        )
     return summary
 
 

@@ -69,7 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _drain_prefect() -> None:
+    """Send the logs and events Prefect still queues, so its workers print nothing after our
+    last line (they warn at exit when a send fails)."""
+    if "prefect" not in sys.modules:
+        return
+    import contextlib
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    with contextlib.suppress(Exception):  # best effort: the run's outcome is already known
+        APILogWorker.drain_all(timeout=10, at_exit=False)
+        EventsWorker.drain_all(timeout=10, at_exit=False)
+
+
 def _fail(message: str, code: int = EXIT_FAILED) -> int:
+    _drain_prefect()
+    sys.stdout.flush()  # the summary (stdout) before the reason (stderr), also when both are piped
     print(f"error: {message}", file=sys.stderr)
     return code
 
@@ -166,14 +183,17 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
     state = cast(State[Any], FLOWS[args.command](**kwargs, return_state=True))
     if state.is_completed():
         summary = state.result()
+        _drain_prefect()
         print_summary(summary)
         return 0
-    from flows.pipeline import DriftDetected
+    from flows.pipeline import DriftDetected, PipelineError
 
     try:
         state.result()
-    except DriftDetected as exc:
-        return _fail(str(exc), EXIT_DRIFT)
+    except PipelineError as exc:
+        if exc.summary:
+            print_summary(exc.summary)  # what did happen, then the reason on the last line
+        return _fail(str(exc), EXIT_DRIFT if isinstance(exc, DriftDetected) else EXIT_FAILED)
     except Exception as exc:
         return _fail(str(exc))
     return _fail(f"flow ended in state {state.type.value}")
@@ -201,6 +221,16 @@ def _outputs(args: argparse.Namespace, settings: Any) -> int:
         for k, v in outs.items():
             print(f"  {k:<24} {v}")
     return 0
+
+
+def _drop_event_loop_noise(unraisable: Any) -> None:
+    """At exit, the garbage collector closes event loops Prefect's threads left behind, and asyncio
+    prints "Exception ignored in BaseEventLoop.__del__ ... Invalid file descriptor" after our last
+    line. That one is noise; anything else unraisable is reported as usual."""
+    where = getattr(unraisable.object, "__qualname__", "")
+    if where == "BaseEventLoop.__del__" and isinstance(unraisable.exc_value, ValueError):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.unraisablehook = _drop_event_loop_noise
     try:
         sys.exit(main())
     except BrokenPipeError:  # output piped into `head` and the like

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,29 @@ def test_help_does_not_import_prefect() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_a_failed_run_shows_what_happened_then_the_reason_last_simulated(
+    pipeline_env: dict[str, Any],
+) -> None:
+    """A permanent fault injected into the simulated database stack: exit 1, the summary table
+    says which stacks ran, failed and did not run, and the reason is the very last line."""
+    from stackflow.engine.simulated import inject_fault
+
+    inject_fault(pipeline_env["state_dir"], "database", permanent=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "flows" / "run.py"), "up", "--env", "dev"],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream, as a terminal shows it
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 1, result.stdout
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: stack 'dev/database'"), lines[-5:]
+    assert "injected permanent fault" in lines[-1]
+    table = result.stdout[result.stdout.rindex("stack       status") :]
+    assert re.search(r"^networking\s+updated", table, re.M), table
+    assert re.search(r"^database\s+failed", table, re.M), table
+    assert re.search(r"^app\s+not run", table, re.M), table
