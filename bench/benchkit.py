@@ -191,8 +191,27 @@ class _CountingTime:
         time.sleep(seconds)
 
 
+class _CountingAnyio:
+    """The `anyio` module, with a `sleep` that also counts (the async client's retry sleeps)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import anyio
+
+        return getattr(anyio, name)
+
+    async def sleep(self, seconds: float) -> None:
+        import anyio
+
+        CLIENT_RETRIES.sleeps += 1
+        CLIENT_RETRIES.seconds += seconds
+        await anyio.sleep(seconds)
+
+
 def count_client_retries() -> ClientRetries:
-    """Count the sync client's retry sleeps from now on (measurement only; behaviour unchanged).
+    """Count the client's retry sleeps from now on (measurement only; behaviour unchanged).
+
+    Both clients: the sync one (stack slots, flow and task runs) and the async one (subflow runs,
+    logs and events), which sleeps with anyio.
 
     A Prefect server on SQLite answers 503 when a write collides with another ("database is
     locked"); the client then sleeps ~2 s (jittered) before trying again. Stack slots are taken with
@@ -203,6 +222,8 @@ def count_client_retries() -> ClientRetries:
 
     if not isinstance(getattr(client_base, "time", None), _CountingTime):
         setattr(client_base, "time", _CountingTime())  # noqa: B010 (not a public attribute)
+    if not isinstance(getattr(client_base, "anyio", None), _CountingAnyio):
+        setattr(client_base, "anyio", _CountingAnyio())  # noqa: B010 (not a public attribute)
     return CLIENT_RETRIES
 
 

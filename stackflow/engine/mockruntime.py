@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import hashlib
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,9 @@ class ProgramRun:
     resources: dict[str, MockedResource] = field(default_factory=dict)
     exports: dict[str, OutputValue] = field(default_factory=dict)
     calls: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    # The runtime is one per process: runs take turns. How long this one waited, then ran.
+    lock_wait_s: float = 0.0
+    run_s: float = 0.0
 
     def of_type(self, type_: str) -> list[MockedResource]:
         """Resources of a type token, e.g. 'aws:ec2/subnet:Subnet'."""
@@ -248,12 +252,16 @@ def run_program(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str
     thread = threading.Thread(
         target=ctx.run, args=(in_thread,), name=f"pulumi-mock-{project}-{stack}"
     )
+    requested = time.perf_counter()
     with _RUNTIME_LOCK:
+        acquired = time.perf_counter()
         thread.start()
         thread.join()
+        released = time.perf_counter()
     if "error" in box:
         raise box["error"]
     result: ProgramRun = box["run"]
+    result.lock_wait_s, result.run_s = acquired - requested, released - acquired
     return result
 
 

@@ -340,17 +340,25 @@ class SimulatedEngine:
                 ) from None
         return result
 
-    def _journal(self, spec: StackSpec, operation: Operation, phase: str) -> None:
-        """One line per operation start and end, for tests and benchmarks to see order and overlap."""
-        line = json.dumps(
-            {
-                "t": time.time(),
-                "pid": os.getpid(),
-                "stack": spec.label,
-                "op": operation.value,
-                "phase": phase,
-            }
-        )
+    def _journal(
+        self, spec: StackSpec, operation: Operation, phase: str, run: ProgramRun | None = None
+    ) -> None:
+        """One line per operation start and end, for tests and benchmarks to see order and overlap.
+
+        A start line also says how long the program ran under the mock runtime and how long it
+        waited for it (the runtime is one per process, so runs take turns).
+        """
+        entry: dict[str, Any] = {
+            "t": time.time(),
+            "pid": os.getpid(),
+            "stack": spec.label,
+            "op": operation.value,
+            "phase": phase,
+        }
+        if run is not None:
+            entry["program_s"] = round(run.run_s, 4)
+            entry["program_wait_s"] = round(run.lock_wait_s, 4)
+        line = json.dumps(entry)
         # One short write in append mode: lines from several processes do not interleave.
         with open(self.root / "journal.jsonl", "a") as f:
             f.write(line + "\n")
@@ -409,7 +417,7 @@ class SimulatedEngine:
             else:
                 diff, new_resources = self._diff(state, run, salt)
             self._emit(spec, operation, diff, listener, "started")
-            self._journal(spec, operation, "start")
+            self._journal(spec, operation, "start", run)
             self._wait(spec, self._latency(spec), cancel)
             self._journal(spec, operation, "end")
             self._emit(spec, operation, diff, listener, "done")
