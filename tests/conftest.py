@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 pytest_plugins = [
     "tests.fixtures.prefect_server",
     "tests.fixtures.mariadb",
 ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests last: while Playwright's sync API is open, the thread has a running asyncio
+    loop, and in-process Prefect calls made then would behave as if called from async code."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable sort

@@ -41,8 +41,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     setattr(item, f"report_{report.when}", report)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one module. Playwright's sync API runs an asyncio loop in this thread while it is
+    open, and Prefect's sync calls then return coroutines (they think they are in async code): so the
+    browser never outlives its module, and browser tests run last (tests/conftest.py)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
