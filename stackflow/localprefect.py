@@ -111,6 +111,17 @@ def stop_prefect_server(pid: int, timeout: float = 15.0) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _is_prefect_server(pid: int) -> bool:
+    """Whether pid is alive and runs `prefect server` (a recorded pid may have been reused)."""
+    if pid <= 0 or _gone(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"prefect" in cmdline and b"server" in cmdline
+
+
 def _gone(pid: int) -> bool:
     try:
         # Our own exited child stays a zombie (and answers kill 0) until it is reaped.
@@ -136,6 +147,15 @@ def ensure_local_prefect(
         info = json.loads(record.read_text())
         if info.get("url") == url and healthy(url):
             return PrefectServer(url, home, int(info["pid"]), home / "server.log")
+        old_pid = int(info.get("pid", 0))
+        if info.get("url") != url and _is_prefect_server(old_pid):
+            # One database, one server: the folder's server moves to the new port.
+            if say is not None:
+                say(
+                    f"stopping this state folder's Prefect server on {info.get('url')}: moving to {url}"
+                )
+            stop_prefect_server(old_pid)
+        record.unlink(missing_ok=True)
     if healthy(url):
         raise PrefectServerError(
             f"port {port} already answers as a Prefect server that stackflow did not start; set "

@@ -133,3 +133,37 @@ def test_a_failed_run_shows_what_happened_then_the_reason_last_simulated(
     assert re.search(r"^networking\s+updated", table, re.M), table
     assert re.search(r"^database\s+failed", table, re.M), table
     assert re.search(r"^app\s+not run", table, re.M), table
+
+
+def test_moving_the_local_server_to_another_port_stops_the_old_one(tmp_path: Path) -> None:
+    """One state folder, one Prefect database, one server: `server start` on a new port stops the
+    server the folder recorded on the old port instead of orphaning it."""
+    from stackflow.localprefect import healthy
+    from tests.fixtures.prefect_server import free_port
+
+    ports = [free_port(), free_port()]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PREFECT_"))}
+    env |= {"STACKFLOW_STATE_DIR": str(tmp_path / "state"), "STACKFLOW_SIM_MYSQL": "off"}
+
+    def server(action: str, port: int) -> str:
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "flows" / "run.py"), "server", action],
+            env=env | {"STACKFLOW_LOCAL_PREFECT_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    try:
+        server("start", ports[0])
+        assert healthy(f"http://127.0.0.1:{ports[0]}")
+        moved = server("start", ports[1])
+        assert f"moving to http://127.0.0.1:{ports[1]}" in moved
+        assert healthy(f"http://127.0.0.1:{ports[1]}")
+        assert not healthy(f"http://127.0.0.1:{ports[0]}")
+    finally:
+        stopped = server("stop", ports[1])
+    assert "Prefect: stopped" in stopped
+    assert not healthy(f"http://127.0.0.1:{ports[1]}")
