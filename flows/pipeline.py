@@ -27,7 +27,7 @@ from programs.database import DatabaseOutputs
 from stackflow.engine import Operation, get_engine
 from stackflow.engine.simulated import simulated_database_binding
 from stackflow.environments import record_deploy
-from stackflow.errors import ConfirmationRequired, StackError, StackflowError
+from stackflow.errors import StackError, StackflowError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
 from stackflow.redact import Redactor
@@ -284,11 +284,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     logger = get_run_logger()
     settings = settings or get_settings(environment=request.environment)
     op = request.operation
-    if op is Operation.DESTROY and settings.profile.protected and not request.confirm:
-        raise ConfirmationRequired(
-            f"environment {settings.environment!r} is {settings.environment_kind.value}: destroying it "
-            "needs explicit confirmation (CLI: --yes; flow parameter: confirm=true). Nothing was changed."
-        )
+    if op is Operation.DESTROY:
+        settings.confirm_destroy(request.confirm)
     ctx = build_context(settings)
     graph = ctx.graph
     selected = graph.select(request.stacks)

@@ -163,14 +163,15 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def _run_flow(args: argparse.Namespace, settings: Any) -> int:
-    if args.command == "destroy" and settings.profile.protected and not args.yes:
-        # Refused before a flow run starts (the flow refuses too, for the UI and schedules): no
+    if args.command == "destroy":
+        # The same check the flow makes (for the UI and schedules), before a flow run starts: no
         # failed run, no traceback in the output, nothing changed.
-        return _fail(
-            f"environment {settings.environment!r} is {settings.environment_kind.value}: destroying "
-            "it needs explicit confirmation: pass --yes. Nothing was changed.",
-            EXIT_USAGE,
-        )
+        from stackflow.errors import ConfirmationRequired
+
+        try:
+            settings.confirm_destroy(args.yes)
+        except ConfirmationRequired as exc:
+            return _fail(str(exc), EXIT_USAGE)
     from flows.pipeline import FLOWS
 
     kwargs: dict[str, Any] = {"environment": settings.environment, "stacks": _stacks(args) or None}

@@ -30,7 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceParseError
 
 from stackflow import PROJECT_ROOT
-from stackflow.errors import SettingsError
+from stackflow.errors import ConfirmationRequired, SettingsError
 
 ENV_PREFIX = "STACKFLOW_"
 
@@ -544,6 +544,19 @@ class Settings(_Section):
     def profile(self) -> Profile:
         return Profile(self.environment_kind)
 
+    def confirm_destroy(self, confirmed: bool) -> None:
+        """Refuse to destroy a protected (prod) environment unless `confirmed`.
+
+        Raises:
+            ConfirmationRequired: naming the environment and how to confirm.
+        """
+        if self.profile.protected and not confirmed:
+            raise ConfirmationRequired(
+                f"environment {self.environment!r} is {self.environment_kind.value}: destroying it "
+                "needs explicit confirmation (CLI: --yes; flow parameter: confirm=true). "
+                "Nothing was changed."
+            )
+
     @property
     def resolved_backend_url(self) -> str:
         return self.backend_url or f"file://{self.state_dir / 'pulumi'}"
@@ -625,9 +638,8 @@ def _format_errors(exc: ValidationError, section: str | None) -> list[str]:
     for err in exc.errors(include_url=False, include_input=False):
         loc = tuple(err.get("loc", ()))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        if (
-            err.get("type") == "string_pattern_mismatch"
-        ):  # a regex says little: say what is accepted
+        if err.get("type") == "string_pattern_mismatch":
+            # a regex says little to a user: say what is accepted instead
             cls = _SECTION_PREFIX[section] if section is not None else Settings
             info = cls.model_fields.get(str(loc[-1])) if loc else None
             if info is not None and info.description:

@@ -266,7 +266,7 @@ CASES = [
         "destroy-prod-unconfirmed",
         ("destroy",),
         2,
-        r"environment 'prod' is prod: destroying it needs explicit confirmation: pass --yes",
+        r"environment 'prod' is prod: destroying it needs explicit confirmation \(CLI: --yes",
     ),
     # secrets and backends
     Case(
