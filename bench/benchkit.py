@@ -12,7 +12,6 @@ import fcntl
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from stackflow.localprefect import drain_prefect_queues, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,12 +89,6 @@ def env_names(n: int, prefix: str = "bench") -> list[str]:
 # --- a Prefect server -----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Session:
     """The Prefect server the benchmarks talk to, and whether it was warmed up."""
@@ -132,20 +127,9 @@ def prefect_session(workdir: Path, *, warm_up: bool = True) -> Iterator[Session]
             if warm_up:
                 session.warm = warm_up_server(workdir)
             yield session
-            drain_prefect_workers()
+            drain_prefect_queues()
     finally:
         stop_prefect_server(server.pid)
-
-
-def drain_prefect_workers() -> None:
-    """Send queued logs and events while the server still answers (else exit reports errors)."""
-    if "prefect" not in sys.modules:
-        return
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    APILogWorker.drain_all(timeout=10)
-    EventsWorker.drain_all(timeout=10)
 
 
 def warm_up_server(workdir: Path) -> bool:

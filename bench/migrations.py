@@ -12,7 +12,6 @@ import argparse
 import fcntl
 import json
 import secrets
-import socket
 import statistics
 import sys
 import tempfile
@@ -20,16 +19,11 @@ import time
 from pathlib import Path
 
 from stackflow.localdb import ensure_local_mariadb, stop_local_mariadb
+from stackflow.localprefect import free_port
 from stackflow.migrations import migrate
 from stackflow.settings import MigrationSettings
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def generate(folder: Path, count: int) -> None:

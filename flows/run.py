@@ -69,23 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _drain_prefect() -> None:
-    """Send the logs and events Prefect still queues, so its workers print nothing after our
-    last line (they warn at exit when a send fails)."""
-    if "prefect" not in sys.modules:
-        return
-    import contextlib
-
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    with contextlib.suppress(Exception):  # best effort: the run's outcome is already known
-        APILogWorker.drain_all(timeout=10, at_exit=False)
-        EventsWorker.drain_all(timeout=10, at_exit=False)
-
-
 def _fail(message: str, code: int = EXIT_FAILED) -> int:
-    _drain_prefect()
+    from stackflow.localprefect import drain_prefect_queues
+
+    drain_prefect_queues()  # so Prefect's workers print nothing after our last line
     sys.stdout.flush()  # the summary (stdout) before the reason (stderr), also when both are piped
     print(f"error: {message}", file=sys.stderr)
     return code
@@ -184,7 +171,9 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
     state = cast(State[Any], FLOWS[args.command](**kwargs, return_state=True))
     if state.is_completed():
         summary = state.result()
-        _drain_prefect()
+        from stackflow.localprefect import drain_prefect_queues
+
+        drain_prefect_queues()
         print_summary(summary)
         return 0
     from flows.pipeline import DriftDetected, PipelineError

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -45,6 +46,29 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
             return bool(r.status == 200)
     except OSError:
         return False
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def drain_prefect_queues(timeout: float = 10.0) -> None:
+    """Send the logs and events Prefect still queues in this process while the server answers.
+
+    Prefect's workers otherwise send them at interpreter exit, retrying (and warning) for a
+    minute when the server is already gone. Best effort; nothing to do if Prefect is not loaded.
+    """
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    with contextlib.suppress(Exception):
+        APILogWorker.drain_all(timeout=timeout, at_exit=False)
+        EventsWorker.drain_all(timeout=timeout, at_exit=False)
 
 
 def _prefect_executable() -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import prefect  # noqa: F401  (sets up Prefect's logging now, under pytest's session capture)
 import pytest
 
+from stackflow.localprefect import drain_prefect_queues
 from stackflow.settings import MysqlTarget
 from tests.faults.helpers import FaultEnv, url_of
 
@@ -61,8 +62,4 @@ def _send_queued_prefect_records() -> Iterator[None]:
     Prefect server is still up: at interpreter exit it is gone, and the client retries for a
     minute before giving up."""
     yield
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogHandler
-
-    APILogHandler().flush()
-    EventsWorker.drain_all(timeout=10, at_exit=False)
+    drain_prefect_queues()

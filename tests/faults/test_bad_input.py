@@ -22,6 +22,7 @@ import pytest
 
 from flows.run import main
 from stackflow.localdb import grant_database
+from stackflow.localprefect import free_port
 from stackflow.migrations import HistoryRecord
 from stackflow.settings import MysqlTarget
 from tests.faults.conftest import base_variables, use_variables
@@ -32,7 +33,6 @@ from tests.faults.helpers import (
     subprocess_env,
 )
 from tests.fixtures.mariadb import LocalMariaDB
-from tests.fixtures.prefect_server import free_port
 
 pytestmark = pytest.mark.faults
 

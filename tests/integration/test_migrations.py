@@ -29,6 +29,7 @@ from stackflow.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
+from stackflow.localprefect import PrefectServer, free_port
 from stackflow.migrations import (
     HISTORY_TABLE,
     MigrateReport,
@@ -42,7 +43,6 @@ from stackflow.migrations import (
 )
 from stackflow.settings import MigrationSettings, MysqlTarget, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
-from tests.fixtures.prefect_server import PrefectServer, free_port
 
 pytestmark = pytest.mark.integration
 
