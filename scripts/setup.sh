@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up stackflow on a fresh machine: system packages it needs, then a virtualenv in .venv
-# installed from the committed constraints. Safe to run again: it only does what is missing.
+# installed from the committed constraints, then the Pulumi CLI (built with Go if there is none).
+# Safe to run again: it only does what is missing.
 #   bash scripts/setup.sh          runtime: MariaDB (for real migrations in simulation) + .venv
 #   bash scripts/setup.sh --dev    also the test tools and Chromium (browser tests)
 set -euo pipefail
@@ -52,5 +53,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     exit 1
   fi
   echo "$want" > "$stamp"
+fi
+
+# --- Pulumi CLI (the automation engine runs it by path) ---------------------------------------
+# Reused from the per-user cache (~/.cache/stackflow/pulumi/v<sdk version>, shared by every clone),
+# or linked from a `pulumi` of that exact version on PATH, or built with Go from scripts/pulumi-cli.
+if ! .venv/bin/python -m stackflow.pulumi_cli ensure; then
+  say "no Pulumi CLI (see above); until there is one, only --engine simulated runs"
+  exit 1
 fi
 say "ready: .venv/bin/python flows/run.py --help"
