@@ -1,0 +1,87 @@
+"""What a resource entry gets to talk to the local cloud: boto3 clients and the server's control API.
+
+The clients point at moto's server on loopback, with fixed test credentials (never the user's own)
+and botocore's retries off: retrying is the engine's and the flow's decision, not the plugin's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCAL_ACCESS_KEY = "testing"  # moto accepts any credentials; these are never real ones
+LOCAL_SECRET_KEY = "testing"
+
+
+@dataclass
+class CloudContext:
+    """One plugin process's view of the local cloud.
+
+    Attributes:
+        endpoint: the cloud server's URL, e.g. http://127.0.0.1:4566.
+        region: the AWS region the provider is configured for.
+    """
+
+    endpoint: str
+    region: str
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _account_id: str | None = None
+    on_call: Callable[[str], None] | None = field(default=None, repr=False)
+    """Told the AWS service id (EC2, RDS, ...) before each call: errors name the service."""
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for `service` (ec2, rds, ecs, elbv2, iam, logs, secretsmanager, sts)."""
+        with self._lock:
+            found = self._clients.get(service)
+            if found is None:
+                import boto3
+                from botocore.config import Config
+
+                found = boto3.session.Session().client(
+                    service,
+                    region_name=self.region,
+                    endpoint_url=self.endpoint,
+                    aws_access_key_id=LOCAL_ACCESS_KEY,
+                    aws_secret_access_key=LOCAL_SECRET_KEY,
+                    config=Config(
+                        retries={"total_max_attempts": 1, "mode": "standard"},
+                        connect_timeout=10,
+                        read_timeout=300,
+                    ),
+                )
+                found.meta.events.register("before-call", self._before_call)
+                self._clients[service] = found
+            return found
+
+    def _before_call(self, model: Any = None, **_: Any) -> None:
+        if self.on_call is not None and model is not None:
+            self.on_call(str(model.service_model.service_id))
+
+    @property
+    def account_id(self) -> str:
+        if self._account_id is None:
+            self._account_id = str(self.client("sts").get_caller_identity()["Account"])
+        return self._account_id
+
+    def control(self, path: str, payload: Any = None, *, timeout: float = 60.0) -> Any:
+        """Call the cloud server's own API (`/_stackflow/<path>`): GET without payload, else POST."""
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(
+            f"{self.endpoint}/_stackflow/{path.lstrip('/')}",
+            data=data,
+            method="GET" if data is None else "POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def dataplane(self) -> dict[str, Any]:
+        """Where the data plane serves each database and load balancer (see `dataplane.py`)."""
+        result: dict[str, Any] = self.control("dataplane")
+        return result
