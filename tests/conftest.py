@@ -7,6 +7,7 @@ import pytest
 pytest_plugins = [
     "tests.fixtures.prefect_server",
     "tests.fixtures.mariadb",
+    "tests.fixtures.localcloud",
 ]
 
 

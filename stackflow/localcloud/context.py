@@ -31,6 +31,7 @@ class CloudContext:
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _account_id: str | None = None
+    _session: Any = field(default=None, repr=False)
     on_call: Callable[[str], None] | None = field(default=None, repr=False)
     """Told the AWS service id (EC2, RDS, ...) before each call: errors name the service."""
 
@@ -42,7 +43,9 @@ class CloudContext:
                 import boto3
                 from botocore.config import Config
 
-                found = boto3.session.Session().client(
+                if self._session is None:  # one session: each new one costs ~0.3 s of loading
+                    self._session = boto3.session.Session()
+                found = self._session.client(
                     service,
                     region_name=self.region,
                     endpoint_url=self.endpoint,

@@ -1,0 +1,220 @@
+"""`python flows/run.py cloud start|stop|status|ls`: the local cloud (moto on loopback), not AWS.
+
+The main CLI adds these options to its `cloud` command and calls `run`. Nothing heavy is imported
+until `run` is called, so `--help` stays fast. `ls` reuses the main parser's `--env/-e` (dest
+`environment`) as its filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from stackflow.localcloud.inventory import Row
+    from stackflow.localcloud.server import CloudServer
+
+ACTIONS = ("start", "stop", "status", "ls")
+DEFAULT_PORT = 4566
+EXIT_OK, EXIT_FAILED = 0, 1
+_COLUMNS = ("service", "kind", "name", "id", "state")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the cloud command's options to `parser` (which already has `--env/-e`)."""
+    parser.add_argument(
+        "action",
+        choices=ACTIONS,
+        help="start, stop or show the local cloud server, or list (ls) what it holds "
+        "(ls --env NAME: one environment only)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _port(settings: Any) -> int:
+    return int(settings.localcloud.port)
+
+
+def _where(port: int) -> str:
+    return f"local cloud (moto on 127.0.0.1:{port})"
+
+
+def table(rows: list[Row]) -> str:
+    """Rows as an aligned table, one block per environment (rows already sorted)."""
+    if not rows:
+        return "  (no resources)"
+    widths = {c: max(len(c), *(len(str(getattr(r, c)) or "-") for r in rows)) for c in _COLUMNS}
+
+    def line(values: dict[str, str]) -> str:
+        return "  " + "  ".join(f"{values[c]:<{widths[c]}}" for c in _COLUMNS).rstrip()
+
+    lines: list[str] = []
+    current: str | None = None
+    for row in rows:
+        if row.environment != current:
+            current = row.environment
+            count = sum(1 for r in rows if r.environment == current)
+            title = "untagged" if current == "-" else f"environment {current}"
+            if lines:
+                lines.append("")
+            lines.append(f"{title} ({count} resource{'s' * (count != 1)})")
+            lines.append(line({c: c for c in _COLUMNS}))
+        lines.append(line({c: str(getattr(row, c)) or "-" for c in _COLUMNS}))
+    return "\n".join(lines)
+
+
+def _row_dict(row: Row) -> dict[str, str]:
+    return dict(row._asdict())
+
+
+def run(
+    args: argparse.Namespace,
+    settings: Any,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run `cloud <action>` as the parsed arguments say.
+
+    Args:
+        args: parsed options from `add_arguments` (plus the main parser's `environment`).
+        settings: stackflow settings (state_dir, aws.region, localcloud.port).
+        out: where the report goes (default stdout).
+        err: where the one-line error goes (default stderr).
+
+    Returns:
+        0 on success; 1 when the local cloud could not be started, stopped or listed.
+    """
+    from stackflow.errors import StackflowError
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    progress: Callable[[str], object] = (lambda _t: None) if args.json else say
+    try:
+        return _run(args, settings, say, progress)
+    except StackflowError as exc:
+        print(f"error: {exc}", file=err, flush=True)
+        return EXIT_FAILED
+    except OSError as exc:  # the server is recorded as running but does not answer
+        print(f"error: the local cloud did not answer: {exc}", file=err, flush=True)
+        return EXIT_FAILED
+
+
+def _run(
+    args: argparse.Namespace,
+    settings: Any,
+    say: Callable[[str], None],
+    progress: Callable[[str], object],
+) -> int:
+    from stackflow.localcloud.server import cloud_status, ensure_cloud, stop_cloud
+
+    port = _port(settings)
+    region = str(settings.aws.region)
+    if args.action == "stop":
+        server = cloud_status(settings.localcloud_root)
+        stopped = stop_cloud(settings.localcloud_root)
+        where = _where(server.port if server else port)
+        if args.json:
+            say(json.dumps({"local_cloud": "moto", "stopped": stopped}))
+        elif stopped:
+            say(f"{where}: stopped, with its databases and app stand-ins (its journal is kept)")
+        else:
+            say(f"{where}: not running")
+        return EXIT_OK
+    if args.action == "start":
+        server = ensure_cloud(settings.localcloud_root, port, region=region, say=progress)
+        return _report(args, server, region, say)
+    server = cloud_status(settings.localcloud_root)
+    if server is None:
+        if args.action == "ls":
+            from stackflow.localcloud.server import CloudServerError
+
+            raise CloudServerError(
+                f"{_where(port)} is not running; start it with `python flows/run.py cloud start`"
+            )
+        if args.json:
+            say(json.dumps({"local_cloud": "moto", "running": False, "port": port}))
+        else:
+            say(f"{_where(port)}: not running")
+        return EXIT_OK
+    if args.action == "ls":
+        return _ls(args, server, region, say)
+    return _report(args, server, region, say)
+
+
+def _report(
+    args: argparse.Namespace, server: CloudServer, region: str, say: Callable[[str], None]
+) -> int:
+    """The status of a running server: resources, journal, data plane endpoints."""
+    from stackflow.localcloud.context import CloudContext
+    from stackflow.localcloud.inventory import list_resources
+
+    rows = list_resources(server.url, region)
+    ctx = CloudContext(server.url, region)
+    health: dict[str, Any] = ctx.control("health")
+    endpoints = ctx.dataplane()
+    if args.json:
+        say(
+            json.dumps(
+                {
+                    "local_cloud": "moto",
+                    "running": True,
+                    "url": server.url,
+                    "port": server.port,
+                    "pid": server.pid,
+                    "root": str(server.root),
+                    "region": region,
+                    "resources": len(rows),
+                    "journal_entries": health.get("journal_entries"),
+                    "dataplane": endpoints,
+                }
+            )
+        )
+        return EXIT_OK
+    n = len(rows)
+    say(f"{_where(server.port)}: running, {n} resource{'s' * (n != 1)}")
+    say(
+        f"  pid {server.pid}, {health.get('journal_entries', 0)} API calls in its journal, "
+        f"files in {server.root}"
+    )
+    for name, db in sorted((endpoints.get("databases") or {}).items()):
+        state = "running" if db.get("running") else "stopped"
+        say(f"  database {name}: {db.get('host')}:{db.get('port')} ({state})")
+    for name, lb in sorted((endpoints.get("load_balancers") or {}).items()):
+        ports = ", ".join(str(p) for p in lb.get("ports") or []) or "no listeners"
+        say(f"  load balancer {name}: {lb.get('host')} ({ports})")
+    return EXIT_OK
+
+
+def _ls(
+    args: argparse.Namespace, server: CloudServer, region: str, say: Callable[[str], None]
+) -> int:
+    from stackflow.localcloud.inventory import list_resources
+
+    environment = getattr(args, "environment", None) or None
+    rows = list_resources(server.url, region, environment)
+    if args.json:
+        say(
+            json.dumps(
+                {
+                    "local_cloud": "moto",
+                    "url": server.url,
+                    "environment": environment,
+                    "resources": [_row_dict(r) for r in rows],
+                }
+            )
+        )
+        return EXIT_OK
+    n = len(rows)
+    scope = f", environment {environment}" if environment else ""
+    say(f"{_where(server.port)}: {n} resource{'s' * (n != 1)}{scope}")
+    say("")
+    say(table(rows))
+    return EXIT_OK
