@@ -4,6 +4,10 @@
 (reusing one already started from the same folder), then creates the database and a user with the
 given password. The server's root account authenticates by Unix socket only, so no admin password
 exists anywhere; the user's password is sent over the socket and never written to disk or logged.
+
+The local cloud's data plane runs many such servers, one per folder: `prepare_template` initialises
+a data folder once, and `start_local_mariadb` starts a server from a copy of it on a loopback
+address of its own (127.0.0.x) with extra server options (a small memory footprint).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,6 +56,7 @@ class LocalServer:
     port: int
     socket: str
     datadir: str
+    host: str = "127.0.0.1"  # the address it listens on (records written before it have none)
 
 
 def _quiet(_message: str) -> None:
@@ -125,7 +130,7 @@ def running_server(base_dir: Path) -> LocalServer | None:
     # A recycled pid belongs to some other program; /proc tells (on Linux).
     if cmdline.exists() and server.datadir.encode() not in cmdline.read_bytes():
         return None
-    return LocalServer(pid, server.port, server.socket, server.datadir)
+    return LocalServer(pid, server.port, server.socket, server.datadir, server.host)
 
 
 @contextmanager
@@ -158,11 +163,11 @@ def _connect_socket(path: str, timeout_s: int) -> AdminConnection:
     )
 
 
-def _port_free(port: int) -> bool:
+def _port_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
@@ -175,11 +180,13 @@ def _tail(path: Path, chars: int = 2000) -> str:
         return "(no log)"
 
 
-def _install(base_dir: Path, data: Path, log: Callable[[str], None]) -> None:
+def _install(
+    base_dir: Path, data: Path, log: Callable[[str], None], server_args: Sequence[str] = ()
+) -> None:
     install_db = find_binary("mariadb-install-db")
     log(f"initialising a MariaDB data folder in {data}")
     # Initialise beside the final folder, then rename: a crash never leaves a half-made datadir.
-    staging = base_dir / "data.initialising"
+    staging = data.with_name(f"{data.name}.initialising")
     shutil.rmtree(staging, ignore_errors=True)
     args = [
         install_db,
@@ -187,6 +194,7 @@ def _install(base_dir: Path, data: Path, log: Callable[[str], None]) -> None:
         f"--datadir={staging}",
         "--auth-root-authentication-method=socket",
         "--skip-test-db",
+        *server_args,  # passed on to the bootstrap mariadbd (InnoDB sizes must match the runs)
     ]
     if os.geteuid() == 0:
         args.append("--user=root")
@@ -204,11 +212,60 @@ def _install(base_dir: Path, data: Path, log: Callable[[str], None]) -> None:
     staging.rename(data)
 
 
-def _start(base_dir: Path, port: int, log: Callable[[str], None]) -> LocalServer:
+def _copy_template(template: Path, data: Path, log: Callable[[str], None]) -> None:
+    log(f"copying the MariaDB data folder {template} to {data}")
+    # Copy beside the final folder, then rename: a crash never leaves a half-copied datadir.
+    staging = data.with_name(f"{data.name}.copying")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(template, staging, symlinks=True)
+    staging.rename(data)
+
+
+def prepare_template(
+    template: Path, *, server_args: Sequence[str] = (), log: Callable[[str], None] = _quiet
+) -> bool:
+    """Initialise a MariaDB data folder at `template` once, for servers to start from copies of it.
+
+    The folder appears whole or not at all (initialised beside it, then renamed); its parent holds
+    the install log and a lock, so concurrent callers take turns.
+
+    Args:
+        template: the data folder to create (never run itself).
+        server_args: mariadbd options for the bootstrap (use the servers' InnoDB sizes).
+        log: receives one-line progress messages.
+
+    Returns:
+        True if it was initialised now, False if it already existed.
+
+    Raises:
+        LocalDatabaseError: MariaDB is not installed, or mariadb-install-db failed (with its log).
+    """
+    if (template / "mysql").is_dir():
+        return False
+    template.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with _folder_lock(template.parent):
+        if (template / "mysql").is_dir():
+            return False
+        _install(template.parent, template, log, server_args)
+        return True
+
+
+def _start(
+    base_dir: Path,
+    port: int,
+    log: Callable[[str], None],
+    *,
+    host: str = "127.0.0.1",
+    template: Path | None = None,
+    server_args: Sequence[str] = (),
+) -> LocalServer:
     mariadbd = find_binary("mariadbd")
     data = base_dir / "data"
     if not (data / "mysql").is_dir():
-        _install(base_dir, data, log)
+        if template is not None:
+            _copy_template(template, data, log)
+        else:
+            _install(base_dir, data, log)
     sock = socket_path(base_dir)
     sock.unlink(missing_ok=True)
     (base_dir / "mariadbd.pid").unlink(missing_ok=True)
@@ -217,7 +274,7 @@ def _start(base_dir: Path, port: int, log: Callable[[str], None]) -> LocalServer
         "--no-defaults",  # ignore /etc/mysql: this server is ours alone
         f"--datadir={data}",
         f"--port={port}",
-        "--bind-address=127.0.0.1",
+        f"--bind-address={host}",
         f"--socket={sock}",
         f"--pid-file={base_dir / 'mariadbd.pid'}",
         "--skip-log-bin",
@@ -225,11 +282,12 @@ def _start(base_dir: Path, port: int, log: Callable[[str], None]) -> LocalServer
         "--innodb-buffer-pool-size=32M",
         "--character-set-server=utf8mb4",
         "--collation-server=utf8mb4_unicode_ci",
+        *server_args,  # later options win over the defaults above
     ]
     if os.geteuid() == 0:
         args.append("--user=root")
     server_log = base_dir / "mariadbd.log"
-    log(f"starting local MariaDB on 127.0.0.1:{port} (data in {data}, log {server_log})")
+    log(f"starting local MariaDB on {host}:{port} (data in {data}, log {server_log})")
     with server_log.open("ab") as out:
         process = subprocess.Popen(
             args,
@@ -238,7 +296,7 @@ def _start(base_dir: Path, port: int, log: Callable[[str], None]) -> LocalServer
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # outlives this process: later runs reuse it
         )
-    server = LocalServer(process.pid, port, str(sock), str(data))
+    server = LocalServer(process.pid, port, str(sock), str(data), host)
     (base_dir / "server.json").write_text(json.dumps(asdict(server)))
     deadline = time.monotonic() + _START_TIMEOUT_S
     while True:
@@ -257,7 +315,7 @@ def _start(base_dir: Path, port: int, log: Callable[[str], None]) -> LocalServer
                     f"mariadbd did not accept connections within {_START_TIMEOUT_S:g}s; "
                     f"{server_log}:\n{_tail(server_log)}"
                 ) from None
-            time.sleep(0.1)
+            time.sleep(0.02)  # a small server is up in a few hundred ms: poll often
 
 
 def _quote(identifier: str) -> str:
@@ -272,9 +330,15 @@ def grant_database(conn: AdminConnection, database: str, user: str) -> None:
             cur.execute(f"GRANT ALL PRIVILEGES ON {_quote(database)}.* TO %s@%s", (user, host))
 
 
-def _set_user(conn: AdminConnection, user: str, password: str) -> None:
+def set_user(
+    conn: AdminConnection, user: str, password: str, hosts: Sequence[str] = _USER_HOSTS
+) -> None:
+    """Create user@host for every host with this password; an existing one gets the password.
+
+    The password travels only in the statements' parameters: it is never logged or written.
+    """
     with conn.cursor() as cur:
-        for host in _USER_HOSTS:
+        for host in hosts:
             cur.execute("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s", (user, host, password))
             # The user may predate this call with another password; the given one wins.
             cur.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, password))
@@ -298,21 +362,23 @@ def ensure_local_mariadb(
     password: str,
     database: str,
     log: Callable[[str], None] = _quiet,
+    host: str = "127.0.0.1",
 ) -> MysqlTarget:
-    """Make sure a local MariaDB from base_dir runs on 127.0.0.1:port with this user and database.
+    """Make sure a local MariaDB from base_dir runs on host:port with this user and database.
 
-    Reuses a server started earlier from base_dir on the same port; otherwise initialises the data
-    folder (once) and starts one detached. Then creates the database and user@127.0.0.1,
+    Reuses a server started earlier from base_dir on the same address; otherwise initialises the
+    data folder (once) and starts one detached. Then creates the database and user@127.0.0.1,
     user@localhost and user@% with the password (an existing user gets the new password) and
     grants the user everything on the database.
 
     Args:
         base_dir: folder that holds the data, socket, pid file and logs.
-        port: TCP port on 127.0.0.1.
+        port: TCP port on `host`.
         user: the application user to create.
         password: its password (never written to disk or logged).
         database: the database to create.
         log: receives one-line progress messages.
+        host: the loopback address to listen on.
 
     Raises:
         LocalDatabaseError: MariaDB is not installed, the port is taken, or the server fails to
@@ -322,24 +388,86 @@ def ensure_local_mariadb(
         raise LocalDatabaseError("the local MariaDB user needs a non-empty password")
     base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with _folder_lock(base_dir):
-        server = running_server(base_dir)
-        if server is not None and server.port != port:
-            log(f"local MariaDB from {base_dir} runs on port {server.port}; restarting on {port}")
-            _terminate(server.pid)
-            server = None
-        if server is None:
-            if not _port_free(port):
-                raise LocalDatabaseError(
-                    f"port {port} on 127.0.0.1 is in use by another program; choose a free one "
-                    "(STACKFLOW_SIM_LOCAL_MYSQL_PORT)"
-                )
-            server = _start(base_dir, port, log)
-        else:
-            log(f"reusing local MariaDB on 127.0.0.1:{port} (pid {server.pid})")
+        server = _ensure_running(
+            base_dir,
+            port,
+            log,
+            host=host,
+            port_hint="choose a free one (STACKFLOW_SIM_LOCAL_MYSQL_PORT)",
+        )
         with closing(_connect_socket(server.socket, 10)) as conn:
-            _set_user(conn, user, password)
+            set_user(conn, user, password)
             grant_database(conn, database, user)
-    return MysqlTarget("127.0.0.1", port, user, SecretStr(password), database)
+    return MysqlTarget(host, port, user, SecretStr(password), database)
+
+
+def _ensure_running(
+    base_dir: Path,
+    port: int,
+    log: Callable[[str], None],
+    *,
+    host: str,
+    port_hint: str,
+    template: Path | None = None,
+    server_args: Sequence[str] = (),
+) -> LocalServer:
+    # The caller holds the folder lock.
+    server = running_server(base_dir)
+    if server is not None and (server.port, server.host) != (port, host):
+        log(
+            f"local MariaDB from {base_dir} runs on {server.host}:{server.port}; "
+            f"restarting on {host}:{port}"
+        )
+        _terminate(server.pid)
+        server = None
+    if server is None:
+        if not _port_free(port, host):
+            raise LocalDatabaseError(
+                f"port {port} on {host} is in use by another program; {port_hint}"
+            )
+        return _start(base_dir, port, log, host=host, template=template, server_args=server_args)
+    log(f"reusing local MariaDB on {host}:{port} (pid {server.pid})")
+    return server
+
+
+def start_local_mariadb(
+    base_dir: Path,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    template: Path | None = None,
+    server_args: Sequence[str] = (),
+    log: Callable[[str], None] = _quiet,
+) -> LocalServer:
+    """Make sure a MariaDB from base_dir runs on host:port (started detached, reused if running).
+
+    A server from base_dir on another address or port is restarted. A missing data folder
+    (`base_dir/data`) is copied from `template` (see `prepare_template`), or initialised when no
+    template is given. Creates no user: connect as admin with `admin_connection(base_dir)`.
+
+    Args:
+        base_dir: folder that holds the data, socket, pid file and logs.
+        port: TCP port on `host`.
+        host: the loopback address to listen on (e.g. 127.0.0.2).
+        template: an initialised data folder to copy.
+        server_args: extra mariadbd options (they win over the defaults).
+        log: receives one-line progress messages.
+
+    Raises:
+        LocalDatabaseError: MariaDB is not installed, host:port is taken, or the server fails to
+            start (with the tail of its log).
+    """
+    base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with _folder_lock(base_dir):
+        return _ensure_running(
+            base_dir,
+            port,
+            log,
+            host=host,
+            port_hint="choose another port or stop that program",
+            template=template,
+            server_args=server_args,
+        )
 
 
 def _terminate(pid: int, timeout_s: float = 30.0) -> None:
@@ -372,3 +500,57 @@ def stop_local_mariadb(base_dir: Path) -> bool:
         _terminate(server.pid)
         Path(server.socket).unlink(missing_ok=True)
         return True
+
+
+_SYSTEM_DATABASES = ("information_schema", "mysql", "performance_schema", "sys")
+
+
+def dump_local_mariadb(base_dir: Path, target: Path) -> list[str]:
+    """Dump every non-system database of the server from base_dir into `target` (mariadb-dump).
+
+    The file appears whole or not at all (written beside it, then renamed), readable by its owner
+    only. The `mysql` schema (accounts and password hashes) is left out.
+
+    Returns:
+        The databases dumped (an empty list writes a file with a comment only).
+
+    Raises:
+        LocalDatabaseError: no server from base_dir runs, mariadb-dump is missing or failed.
+    """
+    server = running_server(base_dir)
+    if server is None:
+        raise LocalDatabaseError(f"no local MariaDB is running from {base_dir}; nothing to dump")
+    with closing(_connect_socket(server.socket, 10)) as conn, conn.cursor() as cur:
+        cur.execute("SHOW DATABASES")
+        databases = sorted(str(r[0]) for r in cur.fetchall() if r[0] not in _SYSTEM_DATABASES)
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    staging = target.with_name(f"{target.name}.writing")
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        if not databases:
+            out.write(b"-- no databases besides the system ones\n")
+        else:
+            args = [
+                find_binary("mariadb-dump"),
+                "--no-defaults",
+                f"--socket={server.socket}",
+                f"--user={_admin_user()}",
+                "--single-transaction",  # a consistent view without locking the tables
+                "--routines",
+                "--events",
+                "--triggers",
+                "--hex-blob",
+                "--databases",
+                *databases,
+            ]
+            result = subprocess.run(
+                args, stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+            )
+            if result.returncode != 0:
+                staging.unlink(missing_ok=True)
+                raise LocalDatabaseError(
+                    f"mariadb-dump of {base_dir} into {target} failed (exit {result.returncode}): "
+                    f"{result.stderr.decode(errors='replace')[-2000:]}"
+                )
+    staging.rename(target)
+    return databases
