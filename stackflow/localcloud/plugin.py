@@ -325,7 +325,8 @@ class ProviderServicer:
         rtype = self._type(context, request.type or request.urn.split("::")[2])
         inputs = from_struct(request.properties)
         if request.preview:
-            outputs = {**inputs, **{key: UNKNOWN for key in rtype.computed}}
+            unknown = {key: UNKNOWN for key in rtype.computed if key not in inputs}
+            outputs = {**inputs, **unknown}
             return provider_pb2.CreateResponse(id="", properties=to_struct(outputs))
         what = f"{rtype.token} ({_logical_name(request.urn)})"
 

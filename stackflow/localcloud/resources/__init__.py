@@ -25,9 +25,6 @@ def registry(package: str) -> Registry:
         raise ValueError(f"unknown provider package {package!r}; served: {', '.join(MODULES)}")
     found = Registry(package)
     for name in MODULES[package]:
-        try:  # TEMPORARY while modules are written
-            module = importlib.import_module(f"stackflow.localcloud.resources.{name}")
-        except ModuleNotFoundError:
-            continue
+        module = importlib.import_module(f"stackflow.localcloud.resources.{name}")
         module.register(found)
     return found

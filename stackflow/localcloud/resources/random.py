@@ -1,0 +1,124 @@
+"""The local cloud's `random` provider: RandomPassword, generated as pulumi-random 4 does.
+
+There is no cloud behind it: the password is made here with `secrets` (a CSPRNG), kept only in
+the (encrypted) state, and never logged. `bcryptHash` is left out: the `bcrypt` package is not a
+dependency of this project, and a value that is not a real bcrypt hash would mislead.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING
+
+from stackflow.errors import StackflowError
+from stackflow.localcloud.registry import Props, Registry, ResourceType
+
+if TYPE_CHECKING:
+    from stackflow.localcloud.context import CloudContext
+
+RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
+RESOURCE_ID = "none"  # pulumi-random's id for every RandomPassword
+
+NUMERIC = "0123456789"
+LOWER = "abcdefghijklmnopqrstuvwxyz"
+UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+SPECIAL = "!@#$%&*()-_=+[]{}<>:?"  # pulumi-random's specials unless overrideSpecial is given
+
+_INPUTS = (
+    "length",
+    "special",
+    "upper",
+    "lower",
+    "numeric",
+    "number",
+    "minUpper",
+    "minLower",
+    "minNumeric",
+    "minSpecial",
+    "overrideSpecial",
+    "keepers",
+)
+
+
+class RandomInputError(StackflowError, ValueError):
+    """A RandomPassword's inputs describe no password that can be made."""
+
+
+def generate_password(inputs: Props) -> str:
+    """A password as pulumi-random's RandomPassword makes it from `inputs`: first the minimum
+    count of each class (upper, lower, numeric, special, whether or not the class is enabled),
+    then the rest from every enabled class, shuffled.
+
+    Raises:
+        RandomInputError: `length` is below 1 or below the sum of the minimums, or no class is
+            enabled for characters that remain to be drawn.
+    """
+    unknown = sorted(k for k in inputs if k not in _INPUTS and not k.startswith("__"))
+    if unknown:
+        raise RandomInputError(
+            f"{RANDOM_PASSWORD} takes no input(s) {', '.join(unknown)}; "
+            f"it takes: {', '.join(_INPUTS)}"
+        )
+    length = int(inputs.get("length", 0))
+    numeric = bool(inputs.get("numeric", inputs.get("number", True)))
+    if inputs.get("number") is False:
+        numeric = False  # the deprecated `number` still switches digits off
+    specials = str(inputs.get("overrideSpecial") or SPECIAL)
+    minimums = {
+        UPPER: int(inputs.get("minUpper", 0)),
+        LOWER: int(inputs.get("minLower", 0)),
+        NUMERIC: int(inputs.get("minNumeric", 0)),
+        specials: int(inputs.get("minSpecial", 0)),
+    }
+    if length < 1 or length < sum(minimums.values()):
+        raise RandomInputError(
+            f"{RANDOM_PASSWORD} length {length} must be at least 1 and at least "
+            f"minUpper + minLower + minNumeric + minSpecial ({sum(minimums.values())})"
+        )
+    pool = "".join(
+        chars
+        for chars, enabled in (
+            (UPPER, bool(inputs.get("upper", True))),
+            (LOWER, bool(inputs.get("lower", True))),
+            (NUMERIC, numeric),
+            (specials, bool(inputs.get("special", True))),
+        )
+        if enabled
+    )
+    chosen = [secrets.choice(chars) for chars, count in minimums.items() for _ in range(count)]
+    remaining = length - len(chosen)
+    if remaining and not pool:
+        raise RandomInputError(
+            f"{RANDOM_PASSWORD} has every character class (upper, lower, numeric, special) "
+            f"switched off; enable one for the {remaining} character(s) left to draw"
+        )
+    chosen += [secrets.choice(pool) for _ in range(remaining)]
+    secrets.SystemRandom().shuffle(chosen)
+    return "".join(chosen)
+
+
+def _create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
+    return RESOURCE_ID, {"result": generate_password(inputs)}
+
+
+def _read(ctx: CloudContext, id: str, state: Props) -> Props | None:
+    return {}  # nothing outside the state to observe
+
+
+def _delete(ctx: CloudContext, id: str, state: Props) -> None:
+    return None  # nothing outside the state to remove
+
+
+def register(random: Registry) -> None:
+    """Add RandomPassword to the local cloud's `random` provider."""
+    random.add(
+        ResourceType(
+            token=RANDOM_PASSWORD,
+            create=_create,
+            read=_read,
+            delete=_delete,
+            # pulumi-random replaces the password whenever any input, `keepers` included, changes.
+            force_new=frozenset(_INPUTS),
+            computed=("result",),
+        )
+    )
