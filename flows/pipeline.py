@@ -26,7 +26,7 @@ from programs.app import AppOutputs
 from programs.database import DatabaseOutputs
 from stackflow.engine import Operation, get_engine
 from stackflow.engine.simulated import simulated_database_binding
-from stackflow.environments import record_deploy
+from stackflow.environments import check_cloud, forget, record_deploy
 from stackflow.errors import StackError, StackflowError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
@@ -98,12 +98,14 @@ class PipelineSummary:
     failed: str | None = None
     engine_calls: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    target: str = ""  # "local cloud", "AWS" or "simulated": every report names it
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "environment": self.environment,
             "operation": self.operation,
             "engine": self.engine,
+            "target": self.target,
             "simulated": self.simulated,
             "failed": self.failed,
             "engine_calls": list(self.engine_calls),
@@ -126,6 +128,8 @@ class PipelineSummary:
         sim = (
             " — **simulated** (Pulumi mock runtime, nothing was deployed to AWS)"
             if self.simulated
+            else " — **local cloud** (moto's AWS APIs on loopback: nothing was deployed to AWS)"
+            if self.target == "local cloud"
             else ""
         )
         head = f"# {self.operation} `{self.environment}`{sim}\n\n"
@@ -256,20 +260,34 @@ def verify_step(
     )
 
 
+def state_passphrase(settings: Settings) -> str | None:
+    """The passphrase that seals secrets at rest: the configured one, else the one generated for
+    the local cloud (or the simulated engine); None on AWS with a KMS secrets provider."""
+    if settings.state_passphrase is not None:
+        return settings.state_passphrase.get_secret_value()
+    if settings.engine == "simulated":
+        return local_passphrase(settings)
+    if settings.cloud == "local":
+        from stackflow.localcloud.paths import passphrase
+
+        return passphrase(settings.localcloud_root)
+    return None
+
+
 def build_context(settings: Settings) -> RunContext:
     engine = get_engine(settings)
-    passphrase = (
-        settings.state_passphrase.get_secret_value()
-        if settings.state_passphrase is not None
-        else local_passphrase(settings)
-        if engine.simulated
-        else None
-    )
+    passphrase = state_passphrase(settings)
     redactor = Redactor(settings.secret_values())
     if passphrase:
         redactor.add(passphrase)
+    # Fingerprints are per cloud: a stack skipped as unchanged on one cloud says nothing of another.
+    scope = "" if engine.simulated else settings.cloud
     return RunContext(
-        settings, engine, GRAPH, redactor, FingerprintStore(settings.state_dir, passphrase)
+        settings,
+        engine,
+        GRAPH,
+        redactor,
+        FingerprintStore(settings.state_dir, passphrase, scope=scope),
     )
 
 
@@ -286,9 +304,12 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     op = request.operation
     if op is Operation.DESTROY:
         settings.confirm_destroy(request.confirm)
+    check_cloud(settings)
     ctx = build_context(settings)
     graph = ctx.graph
     selected = graph.select(request.stacks)
+    if op is Operation.DESTROY and "database" in selected:
+        settings.confirm_database_deletable()
     retries = settings.stack_retries
     stack_task = stack_operation.with_options(
         retries=retries,
@@ -298,7 +319,13 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         if settings.retry_delay_s > 0
         else 0,
     )
-    summary = PipelineSummary(settings.environment, op.value, ctx.engine.name, ctx.engine.simulated)
+    summary = PipelineSummary(
+        settings.environment,
+        op.value,
+        ctx.engine.name,
+        ctx.engine.simulated,
+        target=settings.target_label,
+    )
     started = time.monotonic()
     if ctx.engine.simulated:
         logger.info("engine: simulated (Pulumi mock runtime; nothing is deployed to AWS)")
@@ -363,6 +390,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         raise PipelineFailed(summary.failed, summary.as_dict())
     if op is Operation.UP and not request.stacks:
         record_deploy(settings)
+    if op is Operation.DESTROY and not request.stacks:
+        forget(settings.state_dir, settings.environment)  # gone: it may be deployed anywhere next
     drifted = [o.node for o in summary.outcomes if o.status == "drift"]
     if drifted:
         raise DriftDetected(
@@ -377,7 +406,7 @@ def _publish(summary: PipelineSummary, settings: Settings) -> None:
         markdown=summary.markdown(),
         key=f"{summary.operation}-{summary.environment}",
         description=f"stackflow {summary.operation} of {summary.environment}"
-        + (" (simulated)" if summary.simulated else ""),
+        + (f" ({summary.target})" if summary.target != "AWS" else ""),
     )
     names = {"updated": "stack.updated", "failed": "stack.failed", "drift": "drift.detected"}
     for o in summary.outcomes:
@@ -396,6 +425,7 @@ def _publish(summary: PipelineSummary, settings: Settings) -> None:
                 "operation": o.operation,
                 "changes": o.changes.as_dict(),
                 "simulated": summary.simulated,
+                "target": summary.target,
                 "note": o.note,
             },
         )

@@ -22,6 +22,7 @@ COMMANDS = {
     "graph": "print the stack graph as Mermaid",
     "migrate": "run schema migrations against the environment's database or --database-url",
     "server": "start, stop or show the local servers the CLI starts: Prefect (when PREFECT_API_URL is unset) and the simulated engine's MariaDB",
+    "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
 }
 EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = 1, 2, 3
 
@@ -31,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python flows/run.py",
         description="Deploy a whole environment (networking, database, app) as one Prefect pipeline.",
         epilog="Settings come from STACKFLOW_* variables and .env (see README). "
-        "The default engine is 'simulated': nothing is deployed to AWS.",
+        "By default the real Pulumi engine deploys to the local cloud (moto on loopback): "
+        "nothing reaches AWS unless STACKFLOW_CLOUD=aws (or --cloud aws).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, text in COMMANDS.items():
@@ -44,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument(
             "--engine", choices=("simulated", "automation"), help="override STACKFLOW_ENGINE"
+        )
+        p.add_argument(
+            "--cloud",
+            choices=("local", "aws"),
+            help="override STACKFLOW_CLOUD (default local: moto on loopback, never AWS)",
         )
         if name in ("up", "preview", "refresh", "destroy", "drift", "outputs"):
             p.add_argument("--stacks", help="comma-separated stacks to run (default: all)")
@@ -66,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
             from flows.migrate_cli import add_arguments
 
             add_arguments(p)
+        if name == "cloud":
+            from flows.cloud_cli import add_arguments as add_cloud_arguments
+
+            add_cloud_arguments(p)
     return parser
 
 
@@ -81,6 +92,8 @@ def _fail(message: str, code: int = EXIT_FAILED) -> int:
 def _settings(args: argparse.Namespace) -> Any:
     if args.engine:
         os.environ["STACKFLOW_ENGINE"] = args.engine
+    if getattr(args, "cloud", None):
+        os.environ["STACKFLOW_CLOUD"] = args.cloud
     if args.environment:
         os.environ["STACKFLOW_ENVIRONMENT"] = args.environment
     from stackflow.settings import get_settings
@@ -133,8 +146,12 @@ def _stacks(args: argparse.Namespace) -> list[str]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    sim = "  [simulated: nothing was deployed to AWS]" if summary["simulated"] else ""
-    print(f"\n{summary['operation']} {summary['environment']} ({summary['engine']} engine){sim}")
+    target = summary.get("target") or ("simulated" if summary["simulated"] else "AWS")
+    where = {
+        "simulated": "  [simulated: nothing was deployed to AWS]",
+        "local cloud": "  [local cloud: moto on loopback, nothing was deployed to AWS]",
+    }.get(target, "")
+    print(f"\n{summary['operation']} {summary['environment']} ({summary['engine']} engine){where}")
     header = f"{'stack':<11} {'status':<10} {'+':>3} {'~':>3} {'+-':>3} {'-':>3} {'=':>3} {'secs':>7}  note"
     print(header)
     print("-" * len(header))
@@ -150,15 +167,19 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def _run_flow(args: argparse.Namespace, settings: Any) -> int:
-    if args.command == "destroy":
-        # The same check the flow makes (for the UI and schedules), before a flow run starts: no
-        # failed run, no traceback in the output, nothing changed.
-        from stackflow.errors import ConfirmationRequired
+    # The same checks the flow makes (for the UI and schedules), before a flow run starts: no
+    # failed run, no traceback in the output, nothing changed.
+    from stackflow.environments import check_cloud
+    from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
 
-        try:
+    try:
+        check_cloud(settings)
+        if args.command == "destroy":
             settings.confirm_destroy(args.yes)
-        except ConfirmationRequired as exc:
-            return _fail(str(exc), EXIT_USAGE)
+            if "database" in (_stacks(args) or ["database"]):
+                settings.confirm_database_deletable()
+    except (ConfirmationRequired, DeletionProtected, SettingsError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
     from flows.pipeline import FLOWS
 
     kwargs: dict[str, Any] = {"environment": settings.environment, "stacks": _stacks(args) or None}
@@ -201,11 +222,11 @@ def _outputs(args: argparse.Namespace, settings: Any) -> int:
         if n in GRAPH.stacks
     }
     if args.json:
-        if engine.simulated:  # stdout stays pure JSON; the caveat goes beside it
-            print("simulated outputs: nothing was deployed to AWS", file=sys.stderr)
+        if settings.target_label != "AWS":  # stdout stays pure JSON; the caveat goes beside it
+            print(f"{settings.target_label} outputs: nothing was deployed to AWS", file=sys.stderr)
         print(json.dumps(result, indent=2, sort_keys=True))
         return 0
-    sim = " [simulated]" if engine.simulated else ""
+    sim = f" [{settings.target_label}]" if settings.target_label != "AWS" else ""
     for stack, outs in result.items():
         print(f"{settings.environment}/{stack}{sim}" + ("" if outs else ": not deployed"))
         for k, v in outs.items():
@@ -238,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
             return _outputs(args, settings)
         if args.command == "server":
             return _server(args, settings)
+        if args.command == "cloud":
+            from flows.cloud_cli import run as cloud_run
+
+            return int(cloud_run(args, settings))
         if args.command == "migrate":
             from flows.migrate_cli import run as migrate_run
             from flows.pipeline import database_target

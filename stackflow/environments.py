@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from stackflow.errors import SettingsError
 from stackflow.settings import EnvironmentKind, Settings
 
 
@@ -17,6 +18,7 @@ class EnvironmentRecord:
     kind: str
     created: float
     ttl_hours: float | None
+    cloud: str | None = None  # "local" or "aws"; None for records older than the local cloud
 
     def expired(self, now: float | None = None) -> bool:
         if self.kind != EnvironmentKind.EPHEMERAL.value or self.ttl_hours is None:
@@ -39,12 +41,42 @@ def record_deploy(settings: Settings) -> EnvironmentRecord:
         settings.environment_kind.value,
         time.time(),
         settings.ttl_hours if ephemeral else None,
+        None if settings.engine == "simulated" else settings.cloud,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(asdict(record)))
     tmp.replace(path)
     return record
+
+
+_CLOUD_WORDS = {"local": "the local cloud (moto on loopback)", "aws": "AWS"}
+
+
+def check_cloud(settings: Settings) -> None:
+    """Refuse to act on an environment deployed on another cloud than the one settings target.
+
+    Raises:
+        CloudMismatch: naming the environment, both clouds and what to do; nothing is changed.
+    """
+    if settings.engine == "simulated":
+        return
+    path = _dir(settings.state_dir) / f"{settings.environment}.json"
+    if not path.exists():
+        return
+    deployed_on = json.loads(path.read_text()).get("cloud")
+    if deployed_on and deployed_on != settings.cloud:
+        raise CloudMismatch(
+            f"environment {settings.environment!r} is deployed on "
+            f"{_CLOUD_WORDS.get(deployed_on, deployed_on)}, and this run targets "
+            f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} (STACKFLOW_CLOUD={settings.cloud}). "
+            f"Run it with STACKFLOW_CLOUD={deployed_on} (destroy it there first to move it), or "
+            "use another environment name. Nothing was changed."
+        )
+
+
+class CloudMismatch(SettingsError):
+    """An environment deployed on one cloud was asked for on the other."""
 
 
 def list_environments(state_dir: Path) -> list[EnvironmentRecord]:

@@ -15,6 +15,10 @@ class ConfirmationRequired(StackflowError):
     """A destructive operation on a protected environment was not confirmed."""
 
 
+class DeletionProtected(StackflowError, ValueError):
+    """Destroying a database whose deletion protection is on."""
+
+
 class EngineUnavailable(StackflowError):
     """The chosen engine cannot run here (for example, the Pulumi CLI is missing)."""
 

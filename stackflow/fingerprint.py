@@ -41,10 +41,10 @@ def compute(
 
 
 class FingerprintStore:
-    """Records under <state>/fingerprints/<project>/<environment>/<stack>.json."""
+    """Records under <state>/fingerprints/[<cloud>/]<project>/<environment>.json."""
 
-    def __init__(self, state_dir: Path, passphrase: str | None) -> None:
-        self.root = state_dir / "fingerprints"
+    def __init__(self, state_dir: Path, passphrase: str | None, scope: str = "") -> None:
+        self.root = state_dir / "fingerprints" / scope if scope else state_dir / "fingerprints"
         self.passphrase = passphrase
 
     def _path(self, spec: StackSpec) -> Path:
@@ -95,3 +95,19 @@ class FingerprintStore:
 
     def forget(self, spec: StackSpec) -> None:
         self._path(spec).unlink(missing_ok=True)
+
+    def _drift_path(self, spec: StackSpec) -> Path:
+        return self.root / spec.pulumi_project / f"{spec.environment}.drifted"
+
+    def mark_drifted(self, spec: StackSpec) -> None:
+        """The cloud differs from the stack's state: never skip it, refresh it before its next up."""
+        self.forget(spec)
+        path = self._drift_path(spec)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"found": time.time()}))
+
+    def drifted(self, spec: StackSpec) -> bool:
+        return self._drift_path(spec).exists()
+
+    def clear_drift(self, spec: StackSpec) -> None:
+        self._drift_path(spec).unlink(missing_ok=True)

@@ -30,7 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceParseError
 
 from stackflow import PROJECT_ROOT
-from stackflow.errors import ConfirmationRequired, SettingsError
+from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
 
 ENV_PREFIX = "STACKFLOW_"
 
@@ -345,6 +345,20 @@ class SimulationSettings(_Section):
         return self
 
 
+class LocalCloudSettings(_Section):
+    """The local cloud: moto's AWS server on loopback behind the project's own provider plugins."""
+
+    model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}LOCALCLOUD_")
+
+    port: int = Field(
+        4566, ge=1024, le=65535, description="Port of the local cloud server on 127.0.0.1."
+    )
+    dir: Path | None = Field(
+        None,
+        description="Folder of the local cloud (its server record, journal, databases, Pulumi home). Default: localcloud/ in the state folder.",
+    )
+
+
 class MysqlTarget:
     """Where a MySQL is: host, port, user, password (kept secret), database."""
 
@@ -433,8 +447,12 @@ class Settings(_Section):
         description="Project name; prefixes Pulumi projects.",
     )
     engine: Literal["automation", "simulated"] = Field(
-        "simulated",
-        description="'automation' deploys to AWS through the Pulumi CLI; 'simulated' runs offline.",
+        "automation",
+        description="'automation': the real Pulumi engine (CLI + Automation API) on the cloud STACKFLOW_CLOUD names; 'simulated': Pulumi's mock runtime, offline (being retired).",
+    )
+    cloud: Literal["local", "aws"] = Field(
+        "local",
+        description="Where the automation engine deploys: 'local' (moto's AWS APIs on loopback, MariaDB per database; nothing reaches AWS) or 'aws'.",
     )
     state_dir: Path = Field(
         PROJECT_ROOT / ".stackflow",
@@ -446,7 +464,7 @@ class Settings(_Section):
     )
     state_passphrase: SecretStr | None = Field(
         None,
-        description="Passphrase for the Pulumi secrets provider. Required by the automation engine unless secrets_provider is set.",
+        description="Passphrase for the Pulumi secrets provider. Required on the aws cloud unless secrets_provider is set; the local cloud generates one (0600, in the state folder).",
     )
     secrets_provider: str | None = Field(
         None,
@@ -481,6 +499,7 @@ class Settings(_Section):
     app: AppSettings = Field(default_factory=AppSettings)
     migrations: MigrationSettings = Field(default_factory=MigrationSettings)
     simulation: SimulationSettings = Field(default_factory=SimulationSettings)
+    localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
 
     @field_validator("environment")
     @classmethod
@@ -519,10 +538,16 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _needs_passphrase(self) -> Settings:
         uses_passphrase = self.secrets_provider in (None, "passphrase")
-        if self.engine == "automation" and uses_passphrase and self.state_passphrase is None:
+        if (
+            self.engine == "automation"
+            and self.cloud == "aws"
+            and uses_passphrase
+            and self.state_passphrase is None
+        ):
             raise ValueError(
-                "the automation engine needs STACKFLOW_STATE_PASSPHRASE (the Pulumi passphrase secrets "
-                "provider) or STACKFLOW_SECRETS_PROVIDER=awskms://..."
+                "the aws cloud needs STACKFLOW_STATE_PASSPHRASE (the Pulumi passphrase secrets "
+                "provider) or STACKFLOW_SECRETS_PROVIDER=awskms://... (the local cloud generates "
+                "its own)"
             )
         if (
             self.backend_url
@@ -557,9 +582,44 @@ class Settings(_Section):
                 "Nothing was changed."
             )
 
+    def confirm_database_deletable(self) -> None:
+        """Refuse, before anything is deleted, to destroy a database with deletion protection on.
+
+        AWS refuses too, but only when a destroy reaches the database, after the app is gone.
+
+        Raises:
+            DeletionProtected: naming the environment, the setting and how to lift it.
+        """
+        if self.engine == "simulated" or not self.deletion_protection:
+            return
+        raise DeletionProtected(
+            f"the database of {self.environment!r} has RDS deletion protection on (the "
+            f"{self.environment_kind.value} profile, or STACKFLOW_DATABASE_DELETION_PROTECTION): "
+            "a destroy would fail at the database after the app was already gone. Lift it first "
+            "with STACKFLOW_DATABASE_DELETION_PROTECTION=false python flows/run.py up --env "
+            f"{self.environment} --stacks database, then destroy with the same setting. "
+            "Nothing was deleted."
+        )
+
     @property
     def resolved_backend_url(self) -> str:
-        return self.backend_url or f"file://{self.state_dir / 'pulumi'}"
+        """The Pulumi backend: explicit, else a file backend per cloud in the state folder."""
+        if self.backend_url:
+            return self.backend_url
+        folder = "pulumi" if self.engine == "simulated" else f"pulumi-{self.cloud}"
+        return f"file://{self.state_dir / folder}"
+
+    @property
+    def localcloud_root(self) -> Path:
+        """The local cloud's folder: its server, journal, data plane and Pulumi home."""
+        return self.localcloud.dir or self.state_dir / "localcloud"
+
+    @property
+    def target_label(self) -> str:
+        """Where runs act, in the words every report uses: "local cloud", "AWS" or "simulated"."""
+        if self.engine == "simulated":
+            return "simulated"
+        return "local cloud" if self.cloud == "local" else "AWS"
 
     @property
     def multi_az(self) -> bool:
@@ -617,6 +677,7 @@ _SECTION_PREFIX: dict[str, type[_Section]] = {
     "app": AppSettings,
     "migrations": MigrationSettings,
     "simulation": SimulationSettings,
+    "localcloud": LocalCloudSettings,
 }
 
 

@@ -127,9 +127,10 @@ def stack_operation(
     placeholders = [k for k, v in upstream.items() if v.placeholder]
 
     fp = ""
+    drifted = operation is Operation.UP and ctx.fingerprints.drifted(spec)
     if operation is Operation.UP:
         fp = fingerprint.compute(spec, args, graph_node.sources, engine.name, engine.versions())
-        cached = None if force else ctx.fingerprints.load(spec, fp)
+        cached = None if force or drifted else ctx.fingerprints.load(spec, fp)
         if cached is not None:
             logger.info(
                 "%s unchanged since its last successful up: skipped, no engine call%s",
@@ -150,8 +151,13 @@ def stack_operation(
             logger.warning(
                 "%s: recovered what an interrupted operation left behind%s", spec.label, tag
             )
-        _record(ctx, operation, node)
         try:
+            if drifted:
+                # Drift found earlier: adopt what the cloud holds, so the update puts it back.
+                logger.info("%s drifted since its last up: refreshing it first", spec.label)
+                _record(ctx, Operation.REFRESH, node)
+                engine.run(Operation.REFRESH, spec, listener)
+            _record(ctx, operation, node)
             result: OperationResult = engine.run(operation, spec, listener)
         except StackError as exc:
             logger.error(
@@ -169,9 +175,17 @@ def stack_operation(
     typed = None
     if operation is Operation.UP:
         ctx.fingerprints.save(spec, fp, result.outputs)
+        ctx.fingerprints.clear_drift(spec)
         typed = parse_outputs(graph_node, result.outputs)
     elif operation is Operation.DESTROY:
         ctx.fingerprints.forget(spec)
+        ctx.fingerprints.clear_drift(spec)
+    elif operation is Operation.DRIFT and result.changes.changed:
+        ctx.fingerprints.mark_drifted(spec)
+    elif operation is Operation.REFRESH and result.changes.changed:
+        ctx.fingerprints.forget(
+            spec
+        )  # state now holds the cloud's values: the next up corrects them
     placeholder = False
     if operation is Operation.PREVIEW:
         # Downstream previews read what is deployed; a stack not deployed yet hands on placeholders.

@@ -51,9 +51,6 @@ from stackflow.settings import Settings
 
 T = TypeVar("T")
 
-# Inline programs for refresh and destroy (`--client`) need 3.181; the SDK's own floor is lower.
-MIN_CLI_VERSION = VersionInfo(3, 181, 0)
-INSTALL_URL = "https://www.pulumi.com/docs/install/"
 # Provider plugins follow the installed Python packages, so the CLI runs the code we type-check.
 PLUGINS = (("aws", "pulumi-aws"), ("random", "pulumi-random"))
 # Cloud and self-managed backends answer `pulumi cancel` with nothing running in these words.
@@ -288,37 +285,28 @@ def _local_cli_processes(stack_name: str) -> list[int]:
     return found
 
 
-def _install_hint(problem: str) -> str:
-    return (
-        f"the automation engine needs the Pulumi CLI >= {MIN_CLI_VERSION}, and {problem}. "
-        f"Install it from {INSTALL_URL} (or, where the internet is reachable, run "
-        '`python -c "from pulumi.automation import PulumiCommand; PulumiCommand.install()"`, '
-        "which puts it under ~/.pulumi/versions/<sdk version>/, where stackflow also looks). "
-        "Without it, `--engine simulated` (STACKFLOW_ENGINE=simulated) runs everything offline."
-    )
-
-
 def find_pulumi_cli() -> auto.PulumiCommand:
-    """The Pulumi CLI on PATH, or the one `PulumiCommand.install()` put in ~/.pulumi/versions.
+    """The Pulumi CLI at exactly the pinned SDK's version, by its path (never any `pulumi` on PATH
+    that happens to be there): the one `scripts/setup.sh` built or reused into the cache.
 
     Raises:
-        EngineUnavailable: no CLI, or one older than MIN_CLI_VERSION; says how to install it.
+        EngineUnavailable: no such CLI; says how to get one.
     """
-    installed = Path.home() / ".pulumi" / "versions" / package_version("pulumi")
-    problem = f"it is neither on PATH nor in {installed}"
-    for root in (None, str(installed)):
-        try:
-            return auto.PulumiCommand(root=root, version=MIN_CLI_VERSION)
-        except FileNotFoundError:
-            continue  # not here; try the next place
-        except subprocess.CalledProcessError as exc:
-            problem = f"`pulumi version` failed with exit code {exc.returncode}"
-        except OSError as exc:
-            problem = f"it could not be started ({exc})"
-        except auto.InvalidVersionError as exc:
-            problem = f"the one found does not fit: {exc}"
-        break
-    raise EngineUnavailable(_install_hint(problem))
+    from stackflow.pulumi_cli import CLI_VERSION, find_cli
+
+    path = find_cli()
+    if path is None:
+        raise EngineUnavailable(
+            f"the Pulumi CLI v{CLI_VERSION} (the pinned SDK's version) is not installed: run "
+            "`bash scripts/setup.sh`, which builds it from Go modules once (about 4 minutes on 2 "
+            f"cores) and reuses it after, or put a pulumi v{CLI_VERSION} on PATH and run it again"
+        )
+    try:
+        return auto.PulumiCommand(
+            root=str(path.parent.parent), version=VersionInfo.parse(CLI_VERSION)
+        )
+    except (OSError, subprocess.CalledProcessError, auto.InvalidVersionError) as exc:
+        raise EngineUnavailable(f"the Pulumi CLI at {path} does not run: {exc}") from None
 
 
 # --- the engine --------------------------------------------------------------------------------
@@ -332,6 +320,8 @@ class AutomationEngine:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.cloud = settings.cloud
+        self._cloud_url: str | None = None
         self._guard = threading.Lock()
         self._plugin_lock = threading.Lock()
         self._command: auto.PulumiCommand | None = None
@@ -343,6 +333,52 @@ class AutomationEngine:
         self._lock_conflicts: dict[str, int] = {}
         self._known_secrets: set[str] = set(settings.secret_values())
         self._redactor = Redactor(self._known_secrets)
+        self._passphrase = self._state_passphrase()
+        if self._passphrase:
+            self._learn(self._passphrase)
+
+    def _state_passphrase(self) -> str | None:
+        s = self.settings
+        if s.state_passphrase is not None:
+            return s.state_passphrase.get_secret_value()
+        if self.local:
+            from stackflow.localcloud.paths import passphrase
+
+            return passphrase(s.localcloud_root)
+        return None
+
+    @property
+    def local(self) -> bool:
+        """Whether this engine deploys to the local cloud (moto on loopback), not AWS."""
+        return self.cloud == "local"
+
+    @property
+    def pulumi_home(self) -> Path | None:
+        """The local cloud's own Pulumi home (its plugins); None on AWS: the user's ~/.pulumi."""
+        if not self.local:
+            return None
+        from stackflow.localcloud.paths import pulumi_home
+
+        return pulumi_home(self.settings.localcloud_root)
+
+    def _local_cloud(self) -> str:
+        """Start the local cloud server if needed and install the plugins (once per engine)."""
+        with self._plugin_lock:
+            if self._cloud_url is None:
+                from stackflow.localcloud.install import install_plugins
+                from stackflow.localcloud.server import ensure_cloud
+
+                home = self.pulumi_home
+                assert home is not None
+                install_plugins(home)
+                server = ensure_cloud(
+                    self.settings.localcloud_root,
+                    self.settings.localcloud.port,
+                    region=self.settings.aws.region,
+                    say=lambda _line: None,
+                )
+                self._cloud_url = server.url
+            return self._cloud_url
 
     # -- settings to workspace --
 
@@ -367,7 +403,8 @@ class AutomationEngine:
 
     def work_dir(self, spec: StackSpec) -> Path:
         """The workspace folder of one stack; per environment, so parallel runs never share one."""
-        return self.settings.state_dir / "workspaces" / spec.pulumi_project / spec.environment
+        root = self.settings.state_dir / "workspaces" / self.cloud  # config salts are per backend
+        return root / spec.pulumi_project / spec.environment
 
     def env_vars(self) -> dict[str, str]:
         """What every Pulumi command of this engine gets in its environment."""
@@ -377,11 +414,18 @@ class AutomationEngine:
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "AWS_REGION": s.aws.region,
         }
-        if self.secrets_provider == "passphrase" and s.state_passphrase is not None:
-            env["PULUMI_CONFIG_PASSPHRASE"] = s.state_passphrase.get_secret_value()
+        if self.secrets_provider == "passphrase" and self._passphrase:
+            env["PULUMI_CONFIG_PASSPHRASE"] = self._passphrase
         if s.pulumi_access_token is not None:
             env["PULUMI_ACCESS_TOKEN"] = s.pulumi_access_token.get_secret_value()
-        if s.aws.profile:
+        if self.local:
+            from stackflow.localcloud.plugin import ENDPOINT_ENV
+
+            # The project's plugins from its own Pulumi home; nothing is downloaded, ever.
+            env["PULUMI_HOME"] = str(self.pulumi_home)
+            env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] = "true"
+            env[ENDPOINT_ENV] = self._local_cloud()
+        elif s.aws.profile:
             env["AWS_PROFILE"] = s.aws.profile
         return env
 
@@ -443,6 +487,8 @@ class AutomationEngine:
                 return self._stacks.setdefault(spec.label, stack)
 
     def _ensure_plugins(self, workspace: auto.Workspace, listener: Listener) -> None:
+        if self.local:
+            return  # the project's own plugins, installed with the local cloud
         with self._plugin_lock:
             if self._plugins_ready:
                 return
@@ -455,7 +501,7 @@ class AutomationEngine:
     def _config(self, spec: StackSpec) -> dict[str, auto.ConfigValue]:
         aws = self.settings.aws
         config = {"aws:region": auto.ConfigValue(aws.region)}
-        if aws.profile:
+        if aws.profile and not self.local:
             config["aws:profile"] = auto.ConfigValue(aws.profile)
         for key, item in spec.config.items():
             config[key] = auto.ConfigValue(item.value, secret=item.secret)
@@ -584,7 +630,8 @@ class AutomationEngine:
         assert stack is not None  # create_or_select returns one or raises
         self._ensure_plugins(stack.workspace, listener)
         listener.line(
-            f"{operation.value} {spec.pulumi_project}/{stack.name} (backend {self.backend_url})"
+            f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
+            f"(backend {self.backend_url})"
         )
         stack.set_all_config(self._config(spec))
         program = pulumi_program(spec.program)
@@ -752,6 +799,7 @@ class AutomationEngine:
         """SDK, plugin and (when the CLI is found) CLI versions; part of every fingerprint."""
         found = {
             "engine": self.name,
+            "cloud": self.cloud,
             "pulumi-sdk": package_version("pulumi"),
             "pulumi-aws": package_version("pulumi-aws"),
             "pulumi-random": package_version("pulumi-random"),

@@ -11,7 +11,6 @@ SDK's real `PulumiCommand`, run against a stand-in `pulumi` script that prints a
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -52,7 +51,7 @@ PASSPHRASE = "correct horse battery staple"
 TOKEN = "pul-0123456789abcdef"
 DB_PASSWORD = "hunter2-very-long-db-password"
 GENERATED = "generated-Secret-Output-42"
-CLI_VERSION = "3.272.0"
+CLI_VERSION = version("pulumi")  # the engine accepts exactly the SDK's version
 
 # Real Pulumi CLI texts (see pulumi/automation/errors.py for the ones the SDK itself matches).
 LOCKED = (
@@ -223,13 +222,15 @@ class FakePulumi:
 
 @pytest.fixture
 def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `pulumi` on PATH that answers `pulumi version` (all the SDK's PulumiCommand asks)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    """A `pulumi` in a cache of the test's own that answers `pulumi version` (all the SDK's
+    PulumiCommand asks): the engine runs the cached CLI by its path."""
+    cache = tmp_path / "cache"
+    bin_dir = cache / "pulumi" / f"v{CLI_VERSION}" / "bin"
+    bin_dir.mkdir(parents=True)
     script = bin_dir / "pulumi"
     script.write_text(f"#!/bin/sh\necho v{CLI_VERSION}\n")
     script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("STACKFLOW_CACHE_DIR", str(cache))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK", raising=False)
     return script
@@ -246,6 +247,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, fake_cli: Path) -> FakePulumi:
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "engine": "automation",
+        "cloud": "aws",  # the AWS path, against the recording fake; the local cloud runs for real
         "state_dir": tmp_path / "state",
         "state_passphrase": SecretStr(PASSPHRASE),
     }
@@ -288,7 +290,7 @@ def test_boundary_missing_cli_raises_engine_unavailable(
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STACKFLOW_CACHE_DIR", str(tmp_path / "no-cache"))
     created: list[Any] = []
     monkeypatch.setattr(auto, "create_or_select_stack", lambda **kw: created.append(kw))
 
@@ -296,44 +298,14 @@ def test_boundary_missing_cli_raises_engine_unavailable(
         AutomationEngine(settings).run(Operation.UP, spec(), Lines())
 
     message = str(info.value)
-    assert "https://www.pulumi.com/docs/install/" in message
-    assert "PulumiCommand.install()" in message
-    assert "--engine simulated" in message and "STACKFLOW_ENGINE=simulated" in message
+    assert f"v{CLI_VERSION}" in message and "bash scripts/setup.sh" in message
     assert created == []
-
-
-def test_boundary_old_cli_raises_engine_unavailable(
-    fake_cli: Path, settings: Settings, fake: FakePulumi
-) -> None:
-    fake_cli.write_text("#!/bin/sh\necho v3.100.0\n")
-
-    with pytest.raises(EngineUnavailable) as info:
-        AutomationEngine(settings).run(Operation.PREVIEW, spec(), Lines())
-
-    assert "3.100.0" in str(info.value) and "3.181.0" in str(info.value)
-    assert "install" in str(info.value) and "--engine simulated" in str(info.value)
-    assert fake.created == []
-
-
-def test_boundary_cli_found_where_the_sdk_installs_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Settings
-) -> None:
-    home = tmp_path / "home"
-    cli = home / ".pulumi" / "versions" / version("pulumi") / "bin" / "pulumi"
-    cli.parent.mkdir(parents=True)
-    cli.write_text(f"#!/bin/sh\necho v{CLI_VERSION}\n")
-    cli.chmod(0o755)
-    empty = tmp_path / "empty-bin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setenv("HOME", str(home))
-
-    assert AutomationEngine(settings).versions()["pulumi-cli"] == CLI_VERSION
 
 
 def test_boundary_versions_name_sdk_plugins_and_cli(engine: AutomationEngine) -> None:
     assert engine.versions() == {
         "engine": "automation",
+        "cloud": "aws",
         "pulumi-sdk": version("pulumi"),
         "pulumi-aws": version("pulumi-aws"),
         "pulumi-random": version("pulumi-random"),
@@ -363,11 +335,11 @@ def test_boundary_default_stack_and_file_backend_workspace(
     assert opts.project_settings is not None and opts.project_settings.backend is not None
     assert opts.project_settings.name == "t-networking"
     assert opts.project_settings.runtime == "python"
-    backend = f"file://{settings.state_dir / 'pulumi'}"
+    backend = f"file://{settings.state_dir / 'pulumi-aws'}"  # per cloud
     assert opts.project_settings.backend.url == backend
-    assert (settings.state_dir / "pulumi").is_dir()  # Pulumi refuses a missing folder
+    assert (settings.state_dir / "pulumi-aws").is_dir()  # Pulumi refuses a missing folder
     assert opts.secrets_provider == "passphrase"
-    assert opts.work_dir == str(settings.state_dir / "workspaces" / "t-networking" / "dev")
+    assert opts.work_dir == str(settings.state_dir / "workspaces" / "aws" / "t-networking" / "dev")
     assert opts.env_vars == {
         "PULUMI_BACKEND_URL": backend,
         "PULUMI_SKIP_UPDATE_CHECK": "true",

@@ -86,10 +86,18 @@ def test_every_bad_value_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) ->
         get_settings()
 
 
-def test_the_automation_engine_needs_a_passphrase_or_a_secrets_provider(
+def test_the_local_cloud_needs_no_passphrase_from_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKFLOW_ENGINE", "automation")
+    settings = get_settings()
+    assert (settings.cloud, settings.state_passphrase) == ("local", None)
+    assert settings.target_label == "local cloud"
+
+
+def test_the_aws_cloud_needs_a_passphrase_or_a_secrets_provider(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("STACKFLOW_ENGINE", "automation")
+    monkeypatch.setenv("STACKFLOW_CLOUD", "aws")
     with pytest.raises(SettingsError, match="STACKFLOW_STATE_PASSPHRASE"):
         get_settings()
     monkeypatch.setenv("STACKFLOW_SECRETS_PROVIDER", "awskms://alias/stackflow")
@@ -173,7 +181,10 @@ def test_the_default_backend_is_a_file_backend_in_the_state_folder(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("STACKFLOW_STATE_DIR", str(tmp_path / "state"))
-    assert get_settings().resolved_backend_url == f"file://{tmp_path / 'state' / 'pulumi'}"
+    monkeypatch.setenv("STACKFLOW_STATE_PASSPHRASE", "correct horse")
+    state = tmp_path / "state"
+    assert get_settings().resolved_backend_url == f"file://{state / 'pulumi-local'}"
+    assert get_settings(cloud="aws").resolved_backend_url == f"file://{state / 'pulumi-aws'}"
 
 
 def test_the_settings_table_lists_every_variable_with_a_description() -> None:

@@ -1,0 +1,352 @@
+"""The real Pulumi engine (the CLI v3.259.0 and the Automation API) deploying the project's programs
+to the **local cloud**: moto's AWS APIs on loopback behind the project's own `aws`/`random` provider
+plugins, a MariaDB server per RDS instance and a stand-in app per load balancer. Nothing here
+touches AWS; every figure and message these tests check says "local cloud".
+
+The session shares one local cloud and one Prefect server; each test deploys environments of its own
+names, so tests never see each other's stacks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import boto3
+import pymysql
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = ("networking", "database", "app")
+
+
+def unique(prefix: str) -> str:
+    """An environment name of this test's own (<= 20 characters, DNS-safe)."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python flows/run.py ...` as a user runs it, with this test's settings."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "flows" / "run.py"), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def real(
+    tmp_path: Path, local_cloud: Any, prefect_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """Settings for one test on the real engine and the session's local cloud."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
+    }
+    from stackflow.pulumi_cli import cache_root
+
+    env.update(
+        {
+            "HOME": str(home),  # ~/.pulumi of this "user" must stay untouched
+            "STACKFLOW_CACHE_DIR": str(cache_root()),  # the CLI setup.sh built, found by path
+            "STACKFLOW_ENGINE": "automation",
+            "STACKFLOW_CLOUD": "local",
+            "STACKFLOW_STATE_DIR": str(tmp_path / "state"),
+            "STACKFLOW_LOCALCLOUD_DIR": str(local_cloud.root),
+            "STACKFLOW_LOCALCLOUD_PORT": str(local_cloud.port),
+            "STACKFLOW_RETRY_DELAY_S": "0",
+            "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "30",
+            "PREFECT_API_URL": prefect_server.api_url,
+        }
+    )
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("STACKFLOW_"):
+            monkeypatch.setenv(key, value)
+    return {"env": env, "state": tmp_path / "state", "home": home, "cloud": local_cloud}
+
+
+def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """stack -> status, from the CLI's summary table."""
+    statuses: dict[str, str] = {}
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("stack "))
+    for line in lines[start + 2 :]:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in (*STACKS, "migrate", "verify"):
+            statuses[parts[0]] = parts[1]
+    return statuses
+
+
+def outputs(real: dict[str, Any], environment: str) -> dict[str, dict[str, Any]]:
+    from flows.pipeline import GRAPH
+    from stackflow.engine import get_engine
+    from stackflow.graph import bare_spec
+    from stackflow.settings import get_settings
+
+    settings = get_settings(environment=environment)
+    engine = get_engine(settings)
+    return {
+        n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
+        for n in GRAPH.stacks
+    }
+
+
+def encodings(secret: str) -> list[str]:
+    return [
+        secret,
+        base64.b64encode(secret.encode()).decode(),
+        quote(secret, safe=""),
+        quote(secret),
+    ]
+
+
+def files_holding(folder: Path, secret: str, skip: tuple[Path, ...] = ()) -> list[str]:
+    found = []
+    for path in folder.rglob("*"):
+        if not path.is_file() or path in skip or path.is_symlink():
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if any(form.encode() in data for form in encodings(secret)):
+            found.append(str(path))
+    return found
+
+
+def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
+    real: dict[str, Any],
+) -> None:
+    """Quick-start shape on the local cloud: three real stacks, migrations on the environment's own
+    MariaDB server, a healthy verify; then 0 engine calls; secrets never in plaintext on disk."""
+    env_name = unique("dev")
+    up = cli(real["env"], "up", "--env", env_name)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "local cloud" in up.stdout
+    assert summary_of(up) == {
+        "networking": "updated",
+        "database": "updated",
+        "migrate": "migrated",
+        "app": "updated",
+        "verify": "healthy",
+    }
+
+    again = cli(real["env"], "up", "--env", env_name)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "engine operations: 0" in again.stdout
+
+    # The backend holds the three real stacks, listed by the real CLI.
+    from stackflow.localcloud.paths import passphrase
+    from stackflow.pulumi_cli import find_cli
+
+    cli_path = find_cli()
+    assert cli_path is not None
+    backend = real["state"] / "pulumi-local"
+    for project in ("stackflow-networking", "stackflow-database", "stackflow-app"):
+        listed = subprocess.run(
+            [str(cli_path), "stack", "ls", "--json", "--project", project],
+            env={
+                **real["env"],
+                "PULUMI_BACKEND_URL": f"file://{backend}",
+                "PULUMI_HOME": str(real["cloud"].root / "pulumi-home"),
+                "PULUMI_CONFIG_PASSPHRASE": passphrase(real["cloud"].root),
+            },
+            capture_output=True,
+            text=True,
+            cwd=real["state"],
+        )
+        assert listed.returncode == 0, listed.stderr
+        stacks = {s["name"].rsplit("/", 1)[-1]: s for s in json.loads(listed.stdout)}
+        assert env_name in stacks and stacks[env_name]["resourceCount"] > 0
+
+    out = outputs(real, env_name)
+    password = str(out["database"]["password"])
+    assert out["database"]["host"].startswith("127.0.0.") and out["database"]["host"] != "127.0.0.1"
+    checkpoint = next(backend.rglob(f"stackflow-database/{env_name}.json")).read_text()
+    assert '"aws:rds/instance:Instance"' in checkpoint
+    assert "ciphertext" in checkpoint and password not in checkpoint
+
+    # No file of the state folder or of the local cloud holds the password or the passphrase.
+    root = real["cloud"].root
+    phrase = passphrase(root)
+    assert files_holding(real["state"], password) == []
+    assert files_holding(root, password) == []
+    assert files_holding(real["state"], phrase) == []
+    assert files_holding(root, phrase, skip=(root / "passphrase",)) == []
+    # The user's own Pulumi home was never touched.
+    assert not (real["home"] / ".pulumi").exists()
+
+    # The migration really ran on this environment's own database server.
+    db = out["database"]
+    with (
+        pymysql.connect(
+            host=db["host"],
+            port=int(db["port"]),
+            user=db["user"],
+            password=password,
+            database=db["database"],
+        ) as conn,
+        conn.cursor() as cur,
+    ):
+        cur.execute("SHOW TABLES LIKE 'hello_pulumi'")
+        assert cur.fetchone() is not None
+
+
+def test_refresh_of_an_untouched_environment_changes_nothing_and_drift_is_found_and_put_back(
+    real: dict[str, Any],
+) -> None:
+    """Local cloud: a refresh right after `up` reads every resource type back unchanged; a tag added
+    to the VPC and a log group deleted through the AWS API are drift, and the next `up` restores
+    both."""
+    env_name = unique("dev")
+    up = cli(real["env"], "up", "--env", env_name)
+    assert up.returncode == 0, up.stdout + up.stderr
+
+    refresh = cli(real["env"], "refresh", "--env", env_name)
+    assert refresh.returncode == 0, refresh.stdout + refresh.stderr
+    assert summary_of(refresh) == {s: "refreshed" for s in STACKS}
+    for line in refresh.stdout.splitlines():
+        if line.split()[:1] and line.split()[0] in STACKS:
+            assert line.split()[2:6] == ["0", "0", "0", "0"], line  # nothing created/updated/...
+
+    out = outputs(real, env_name)
+    cloud = real["cloud"]
+    ec2, logs = cloud.client("ec2"), cloud.client("logs")
+    vpc_id = out["networking"]["vpc_id"]
+    ec2.create_tags(Resources=[vpc_id], Tags=[{"Key": "console-edit", "Value": "yes"}])
+    group = f"/ecs/stackflow-{env_name}-app"
+    logs.delete_log_group(logGroupName=group)
+
+    drift = cli(real["env"], "drift", "--env", env_name)
+    assert drift.returncode == 3, drift.stdout + drift.stderr
+    found = summary_of(drift)
+    assert found["networking"] == "drift" and found["app"] == "drift"
+    assert found["database"] == "no-drift"
+
+    fix = cli(real["env"], "up", "--env", env_name)
+    assert fix.returncode == 0, fix.stdout + fix.stderr
+    assert summary_of(fix)["networking"] == "updated"
+    tags = {t["Key"] for t in ec2.describe_vpcs(VpcIds=[vpc_id])["Vpcs"][0].get("Tags", [])}
+    assert "console-edit" not in tags
+    assert logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+
+    after = cli(real["env"], "drift", "--env", env_name)
+    assert after.returncode == 0, after.stdout + after.stderr
+
+
+def test_two_environments_have_their_own_database_servers_and_destroy_leaves_the_other(
+    real: dict[str, Any],
+) -> None:
+    """Local cloud: dev and staging side by side get separate MariaDB servers with separate
+    credentials; `destroy --yes` of dev leaves nothing of dev in the cloud, and staging works."""
+    dev, staging = unique("dev"), unique("staging")
+    for name in (dev, staging):
+        result = cli(real["env"], "up", "--env", name)
+        assert result.returncode == 0, result.stdout + result.stderr
+    dev_db, staging_db = outputs(real, dev)["database"], outputs(real, staging)["database"]
+    assert dev_db["host"] != staging_db["host"]
+    assert dev_db["password"] != staging_db["password"]
+
+    gone = cli(real["env"], "destroy", "--env", dev, "--yes")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert "local cloud" in gone.stdout
+
+    listed = cli(real["env"], "cloud", "ls", "--env", dev, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["resources"] == []
+    assert "local_cloud" in json.loads(listed.stdout)
+    with pytest.raises(pymysql.err.OperationalError):
+        pymysql.connect(
+            host=dev_db["host"],
+            port=int(dev_db["port"]),
+            user=dev_db["user"],
+            password=dev_db["password"],
+            connect_timeout=3,
+        )
+    with pymysql.connect(
+        host=staging_db["host"],
+        port=int(staging_db["port"]),
+        user=staging_db["user"],
+        password=staging_db["password"],
+        database=staging_db["database"],
+    ) as conn:
+        assert conn.open
+
+
+def test_destroying_prod_is_refused_before_anything_is_deleted(real: dict[str, Any]) -> None:
+    """Local cloud: prod's database has deletion protection; `destroy --yes` refuses before it
+    deletes anything, naming deletion protection, and moto (standing in for AWS) refuses a direct
+    delete with AWS's own error code."""
+    prod = unique("prod")
+    up = cli(real["env"], "up", "--env", prod, "--stacks", "networking,database")
+    assert up.returncode == 0, up.stdout + up.stderr
+
+    refused = cli(real["env"], "destroy", "--env", prod, "--yes")
+    assert refused.returncode != 0
+    assert "deletion protection" in refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr
+
+    rds = real["cloud"].client("rds")
+    identifier = f"stackflow-{prod}-mysql"
+    assert rds.describe_db_instances(DBInstanceIdentifier=identifier)["DBInstances"]
+    with pytest.raises(rds.exceptions.ClientError) as info:
+        rds.delete_db_instance(DBInstanceIdentifier=identifier, SkipFinalSnapshot=True)
+    assert info.value.response["Error"]["Code"] == "InvalidParameterCombination"
+    db = outputs(real, prod)["database"]
+    with pymysql.connect(
+        host=db["host"],
+        port=int(db["port"]),
+        user=db["user"],
+        password=db["password"],
+        database=db["database"],
+    ) as conn:
+        assert conn.open
+
+
+def test_the_local_cloud_keeps_its_resources_across_a_restart(real: dict[str, Any]) -> None:
+    """Local cloud: `cloud stop` then `cloud start` brings back every resource with the same ids
+    (replayed journal) and every database server; a refresh then finds no drift."""
+    env_name = unique("dev")
+    up = cli(real["env"], "up", "--env", env_name, "--stacks", "networking,database")
+    assert up.returncode == 0, up.stdout + up.stderr
+    before = outputs(real, env_name)
+
+    stop = cli(real["env"], "cloud", "stop")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    start = cli(real["env"], "cloud", "start")
+    assert start.returncode == 0, start.stdout + start.stderr
+    assert "local cloud" in start.stdout
+
+    drift = cli(real["env"], "drift", "--env", env_name, "--stacks", "networking,database")
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    ec2 = boto3.client(
+        "ec2",
+        region_name="eu-west-1",
+        endpoint_url=real["cloud"].url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    assert ec2.describe_vpcs(VpcIds=[before["networking"]["vpc_id"]])["Vpcs"]
+    db = before["database"]
+    with pymysql.connect(
+        host=db["host"],
+        port=int(db["port"]),
+        user=db["user"],
+        password=db["password"],
+        database=db["database"],
+    ) as conn:
+        assert conn.open
