@@ -21,7 +21,7 @@ COMMANDS = {
     "outputs": "print the stacks' outputs (secrets masked)",
     "graph": "print the stack graph as Mermaid",
     "migrate": "run schema migrations against the environment's database or --database-url",
-    "server": "start, stop or show the local servers the CLI starts: Prefect (when PREFECT_API_URL is unset) and the simulated engine's MariaDB",
+    "server": "start, stop or show the local servers the CLI starts: Prefect (when PREFECT_API_URL is unset) and the simulated engine's MariaDB; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
 }
 EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = 1, 2, 3
@@ -128,6 +128,10 @@ def _server(args: argparse.Namespace, settings: Any) -> int:
         print(f"Prefect: {'stopped' if stopped else 'no local server was running'}")
         stopped = stop_local_mariadb(mariadb_dir)
         print(f"MariaDB: {'stopped' if stopped else 'no local server was running'}")
+        from stackflow.localcloud.server import stop_cloud
+
+        stopped = stop_cloud(settings.localcloud_root)
+        print(f"local cloud: {'stopped' if stopped else 'no local cloud server was running'}")
     else:
         print(f"Prefect {url}: {'running' if healthy(url) else 'not running'}")
         db = running_server(mariadb_dir)

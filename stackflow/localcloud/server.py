@@ -36,6 +36,7 @@ import queue
 import random
 import signal
 import socket
+import string
 import subprocess
 import sys
 import threading
@@ -378,7 +379,23 @@ def install_determinism() -> None:
     setattr(secretsmanager, "time", _TimeModule())  # noqa: B010 (mypy: not a declared attribute)
     rds = importlib.import_module("moto.rds.models")
     setattr(rds, "uuid", _UuidModule())  # noqa: B010
+    _unique_dbi_resource_ids(rds)
     _skip_unused_iam_partitions()
+
+
+def _unique_dbi_resource_ids(rds: Any) -> None:
+    """moto gives every RDS instance the same DbiResourceId, which pulumi-aws uses as the id: draw
+    one per instance from moto's seeded random instead (AWS's shape: db- and 26 of A-Z0-9)."""
+    from moto.moto_api._internal import mock_random
+
+    original_init = rds.DBInstance.__init__
+    alphabet = string.ascii_uppercase + string.digits
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self.dbi_resource_id = "db-" + "".join(mock_random.choice(alphabet) for _ in range(26))
+
+    rds.DBInstance.__init__ = init
 
 
 def _skip_unused_iam_partitions() -> None:

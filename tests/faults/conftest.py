@@ -22,6 +22,7 @@ def base_variables(state_dir: Path, db: MysqlTarget) -> dict[str, str]:
         "STACKFLOW_STATE_DIR": str(state_dir),
         "STACKFLOW_ENVIRONMENT": "dev",
         "STACKFLOW_ENGINE": "simulated",
+        "STACKFLOW_CLOUD": "local",  # main() writes --cloud into os.environ: restored after
         "STACKFLOW_STATE_PASSPHRASE": "faults-passphrase",
         "STACKFLOW_SIM_MYSQL": "external",
         "STACKFLOW_SIM_MYSQL_URL": url_of(db),

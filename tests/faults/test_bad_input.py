@@ -270,10 +270,10 @@ CASES = [
     ),
     # secrets and backends
     Case(
-        "automation-without-passphrase",
-        ("up", "--engine", "automation"),
+        "aws-cloud-without-passphrase",
+        ("up", "--engine", "automation", "--cloud", "aws"),
         2,
-        r"the automation engine needs STACKFLOW_STATE_PASSPHRASE",
+        r"the aws cloud needs STACKFLOW_STATE_PASSPHRASE",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
     ),
     Case(

@@ -45,25 +45,22 @@ def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Com
     )
 
 
-@pytest.fixture
-def real(
-    tmp_path: Path, local_cloud: Any, prefect_server: Any, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, Any]:
-    """Settings for one test on the real engine and the session's local cloud."""
-    home = tmp_path / "home"
-    home.mkdir()
+def _environment(folder: Path, local_cloud: Any, prefect_server: Any) -> dict[str, Any]:
+    """Settings for the real engine on the session's local cloud, in a state folder of their own."""
+    from stackflow.pulumi_cli import cache_root
+
+    home = folder / "home"
+    home.mkdir(parents=True)
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
     }
-    from stackflow.pulumi_cli import cache_root
-
     env.update(
         {
             "HOME": str(home),  # ~/.pulumi of this "user" must stay untouched
             "STACKFLOW_CACHE_DIR": str(cache_root()),  # the CLI setup.sh built, found by path
             "STACKFLOW_ENGINE": "automation",
             "STACKFLOW_CLOUD": "local",
-            "STACKFLOW_STATE_DIR": str(tmp_path / "state"),
+            "STACKFLOW_STATE_DIR": str(folder / "state"),
             "STACKFLOW_LOCALCLOUD_DIR": str(local_cloud.root),
             "STACKFLOW_LOCALCLOUD_PORT": str(local_cloud.port),
             "STACKFLOW_RETRY_DELAY_S": "0",
@@ -71,12 +68,27 @@ def real(
             "PREFECT_API_URL": prefect_server.api_url,
         }
     )
-    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
-        monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("STACKFLOW_"):
-            monkeypatch.setenv(key, value)
-    return {"env": env, "state": tmp_path / "state", "home": home, "cloud": local_cloud}
+    return {"env": env, "state": folder / "state", "home": home, "cloud": local_cloud}
+
+
+@pytest.fixture(scope="module")
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_server: Any
+) -> dict[str, Any]:
+    """One environment deployed once for the tests that only look at it, change it and put it
+    back (deploys are the slow part: they are shared, not repeated)."""
+    real = _environment(tmp_path_factory.mktemp("shared"), local_cloud, prefect_server)
+    real["name"] = unique("dev")
+    up = cli(real["env"], "up", "--env", real["name"])
+    assert up.returncode == 0, up.stdout + up.stderr
+    real["first_up"] = up
+    return real
+
+
+@pytest.fixture
+def real(tmp_path: Path, local_cloud: Any, prefect_server: Any) -> dict[str, Any]:
+    """Settings for one test of its own on the real engine and the session's local cloud."""
+    return _environment(tmp_path, local_cloud, prefect_server)
 
 
 def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -97,7 +109,17 @@ def outputs(real: dict[str, Any], environment: str) -> dict[str, dict[str, Any]]
     from stackflow.graph import bare_spec
     from stackflow.settings import get_settings
 
-    settings = get_settings(environment=environment)
+    env = real["env"]
+    settings = get_settings(
+        environment=environment,
+        engine="automation",
+        cloud="local",
+        state_dir=Path(env["STACKFLOW_STATE_DIR"]),
+        localcloud={
+            "dir": Path(env["STACKFLOW_LOCALCLOUD_DIR"]),
+            "port": int(env["STACKFLOW_LOCALCLOUD_PORT"]),
+        },
+    )
     engine = get_engine(settings)
     return {
         n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
@@ -129,13 +151,11 @@ def files_holding(folder: Path, secret: str, skip: tuple[Path, ...] = ()) -> lis
 
 
 def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
-    real: dict[str, Any],
+    shared: dict[str, Any],
 ) -> None:
     """Quick-start shape on the local cloud: three real stacks, migrations on the environment's own
     MariaDB server, a healthy verify; then 0 engine calls; secrets never in plaintext on disk."""
-    env_name = unique("dev")
-    up = cli(real["env"], "up", "--env", env_name)
-    assert up.returncode == 0, up.stdout + up.stderr
+    real, env_name, up = shared, shared["name"], shared["first_up"]
     assert "local cloud" in up.stdout
     assert summary_of(up) == {
         "networking": "updated",
@@ -207,15 +227,12 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
 
 
 def test_refresh_of_an_untouched_environment_changes_nothing_and_drift_is_found_and_put_back(
-    real: dict[str, Any],
+    shared: dict[str, Any],
 ) -> None:
     """Local cloud: a refresh right after `up` reads every resource type back unchanged; a tag added
     to the VPC and a log group deleted through the AWS API are drift, and the next `up` restores
     both."""
-    env_name = unique("dev")
-    up = cli(real["env"], "up", "--env", env_name)
-    assert up.returncode == 0, up.stdout + up.stderr
-
+    real, env_name = shared, shared["name"]
     refresh = cli(real["env"], "refresh", "--env", env_name)
     assert refresh.returncode == 0, refresh.stdout + refresh.stderr
     assert summary_of(refresh) == {s: "refreshed" for s in STACKS}
@@ -248,20 +265,64 @@ def test_refresh_of_an_untouched_environment_changes_nothing_and_drift_is_found_
     assert after.returncode == 0, after.stdout + after.stderr
 
 
+def test_the_local_cloud_keeps_its_resources_across_a_restart(shared: dict[str, Any]) -> None:
+    """Local cloud: `cloud stop` then `cloud start` brings back every resource with the same ids
+    (replayed journal), every database server and app stand-in; `drift` then finds nothing."""
+    real, env_name = shared, shared["name"]
+    before = outputs(real, env_name)
+
+    stop = cli(real["env"], "cloud", "stop")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    start = cli(real["env"], "cloud", "start")
+    assert start.returncode == 0, start.stdout + start.stderr
+    assert "local cloud" in start.stdout
+
+    drift = cli(real["env"], "drift", "--env", env_name)
+    assert drift.returncode == 0, drift.stdout + drift.stderr
+    assert outputs(real, env_name) == before
+    again = cli(real["env"], "up", "--env", env_name)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert summary_of(again)["verify"] == "healthy"  # the app stand-in answers again
+    ec2 = boto3.client(
+        "ec2",
+        region_name="eu-west-1",
+        endpoint_url=real["cloud"].url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    assert ec2.describe_vpcs(VpcIds=[before["networking"]["vpc_id"]])["Vpcs"]
+    db = before["database"]
+    with pymysql.connect(
+        host=db["host"],
+        port=int(db["port"]),
+        user=db["user"],
+        password=db["password"],
+        database=db["database"],
+    ) as conn:
+        assert conn.open
+
+
 def test_two_environments_have_their_own_database_servers_and_destroy_leaves_the_other(
-    real: dict[str, Any],
+    shared: dict[str, Any], real: dict[str, Any]
 ) -> None:
     """Local cloud: dev and staging side by side get separate MariaDB servers with separate
-    credentials; `destroy --yes` of dev leaves nothing of dev in the cloud, and staging works."""
-    dev, staging = unique("dev"), unique("staging")
-    for name in (dev, staging):
-        result = cli(real["env"], "up", "--env", name)
-        assert result.returncode == 0, result.stdout + result.stderr
-    dev_db, staging_db = outputs(real, dev)["database"], outputs(real, staging)["database"]
+    credentials; `destroy --yes` of dev leaves nothing of dev in the cloud, and staging works.
+    (Last of the tests on the shared environment: it destroys it.)"""
+    dev, staging = shared["name"], unique("staging")
+    result = cli(real["env"], "up", "--env", staging)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # staging adds the NAT types (elastic IP, NAT gateway, private route): they read back too
+    refresh = cli(real["env"], "refresh", "--env", staging, "--stacks", "networking")
+    assert refresh.returncode == 0, refresh.stdout + refresh.stderr
+    row = next(
+        line.split() for line in refresh.stdout.splitlines() if line.startswith("networking")
+    )
+    assert row[1:6] == ["refreshed", "0", "0", "0", "0"] and int(row[6]) >= 27, row
+    dev_db, staging_db = outputs(shared, dev)["database"], outputs(real, staging)["database"]
     assert dev_db["host"] != staging_db["host"]
     assert dev_db["password"] != staging_db["password"]
 
-    gone = cli(real["env"], "destroy", "--env", dev, "--yes")
+    gone = cli(shared["env"], "destroy", "--env", dev, "--yes")
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert "local cloud" in gone.stdout
 
@@ -317,36 +378,112 @@ def test_destroying_prod_is_refused_before_anything_is_deleted(real: dict[str, A
         assert conn.open
 
 
-def test_the_local_cloud_keeps_its_resources_across_a_restart(real: dict[str, Any]) -> None:
-    """Local cloud: `cloud stop` then `cloud start` brings back every resource with the same ids
-    (replayed journal) and every database server; a refresh then finds no drift."""
-    env_name = unique("dev")
-    up = cli(real["env"], "up", "--env", env_name, "--stacks", "networking,database")
-    assert up.returncode == 0, up.stdout + up.stderr
-    before = outputs(real, env_name)
+def test_a_throttled_create_is_retried_and_a_refused_one_is_not(real: dict[str, Any]) -> None:
+    """Local cloud fault knobs, answered through the real engine: one Throttling (AWS's transient
+    code) on the VPC's create is retried and the stack deploys; an InvalidParameterValue (permanent)
+    fails the stack at once, on the first attempt, with AWS's code in pulumi-aws's words."""
+    from stackflow.localcloud.knobs import clear_knobs, get_knobs, set_knobs
 
-    stop = cli(real["env"], "cloud", "stop")
-    assert stop.returncode == 0, stop.stdout + stop.stderr
-    start = cli(real["env"], "cloud", "start")
-    assert start.returncode == 0, start.stdout + start.stderr
-    assert "local cloud" in start.stdout
-
-    drift = cli(real["env"], "drift", "--env", env_name, "--stacks", "networking,database")
-    assert drift.returncode == 0, drift.stdout + drift.stderr
-    ec2 = boto3.client(
-        "ec2",
-        region_name="eu-west-1",
-        endpoint_url=real["cloud"].url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+    url = real["cloud"].url
+    flaky, broken = unique("dev"), unique("dev")
+    vpc = {"node": "networking", "type": "aws:ec2/vpc:Vpc", "operations": ["create"]}
+    set_knobs(
+        url,
+        {
+            "faults": [
+                {
+                    "kind": "transient",
+                    "code": "Throttling",
+                    "count": 1,
+                    "environment": flaky,
+                    **vpc,
+                },
+                {"kind": "permanent", "count": 5, "environment": broken, **vpc},
+            ]
+        },
     )
-    assert ec2.describe_vpcs(VpcIds=[before["networking"]["vpc_id"]])["Vpcs"]
-    db = before["database"]
-    with pymysql.connect(
-        host=db["host"],
-        port=int(db["port"]),
-        user=db["user"],
-        password=db["password"],
-        database=db["database"],
-    ) as conn:
-        assert conn.open
+    try:
+        retried = cli(real["env"], "up", "--env", flaky, "--stacks", "networking")
+        assert retried.returncode == 0, retried.stdout + retried.stderr
+        assert "api error Throttling: Rate exceeded" in retried.stdout + retried.stderr
+        assert summary_of(retried)["networking"] == "updated"
+
+        refused = cli(real["env"], "up", "--env", broken, "--stacks", "networking")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "operation error EC2: CreateVpc" in refused.stderr
+        assert "api error InvalidParameterValue" in refused.stderr
+        left = [f for f in get_knobs(url).faults if f.environment == broken]
+        assert left[0].count == 4  # one attempt consumed one fault: no retry
+    finally:
+        clear_knobs(url)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_a_killed_cli_leaves_no_plugin_behind(real: dict[str, Any]) -> None:
+    """Local cloud: a provider plugin whose call hangs (the hang knob) exits as soon as the Pulumi
+    CLI that started it is killed, because the CLI's end closes the plugin's stdin."""
+    import signal
+    import time
+
+    from stackflow.localcloud.knobs import clear_knobs, set_knobs
+
+    name = unique("dev")
+    hang = {"kind": "hang", "environment": name, "type": "aws:ec2/vpc:Vpc"}
+    set_knobs(real["cloud"].url, {"faults": [hang]})
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "flows" / "run.py"),
+            "up",
+            "--env",
+            name,
+            "--stacks",
+            "networking",
+        ],
+        env=real["env"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        plugins: list[int] = []
+        deadline = time.monotonic() + 120
+        while not plugins and time.monotonic() < deadline:
+            clis = [p for p in _children(run.pid) if _cmdline(p).split(" ")[0].endswith("pulumi")]
+            for cli_pid in clis:
+                plugins = [
+                    p
+                    for p in _children(cli_pid)
+                    if "stackflow.localcloud.plugin aws" in _cmdline(p)
+                    or "pulumi-resource-aws" in _cmdline(p)
+                ]
+                if plugins:
+                    os.kill(cli_pid, signal.SIGKILL)
+            time.sleep(0.2)
+        assert plugins, "the aws plugin never started"
+        deadline = time.monotonic() + 10
+        while any(_cmdline(p) for p in plugins) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in plugins if _cmdline(p)], "a plugin outlived the killed CLI"
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+        clear_knobs(real["cloud"].url)

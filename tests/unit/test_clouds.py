@@ -1,0 +1,67 @@
+"""One engine, two clouds: what a run targets, where its state lives, and that an environment
+deployed on one cloud is refused on the other (settings and records only: no cloud is started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stackflow.environments import CloudMismatch, check_cloud, record_deploy
+from stackflow.fingerprint import FingerprintStore
+from stackflow.settings import get_settings
+
+pytestmark = pytest.mark.unit
+
+
+def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: Path) -> None:
+    local = get_settings(state_dir=tmp_path, environment="dev", engine="automation", cloud="local")
+    record_deploy(local)
+    check_cloud(local)  # the same cloud: fine
+
+    aws = get_settings(
+        state_dir=tmp_path,
+        environment="dev",
+        engine="automation",
+        cloud="aws",
+        state_passphrase="correct horse",
+    )
+    before = sorted(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    with pytest.raises(CloudMismatch) as info:
+        check_cloud(aws)
+    message = str(info.value)
+    assert "'dev'" in message and "local cloud" in message and "AWS" in message
+    assert "STACKFLOW_CLOUD=local" in message and "Nothing was changed" in message
+    assert sorted(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()) == before
+    check_cloud(
+        get_settings(state_dir=tmp_path, environment="staging", cloud="aws", state_passphrase="x")
+    )  # another environment: fine
+
+
+def test_backends_fingerprints_and_labels_are_per_cloud(tmp_path: Path) -> None:
+    local = get_settings(state_dir=tmp_path, engine="automation", cloud="local")
+    aws = get_settings(state_dir=tmp_path, engine="automation", cloud="aws", state_passphrase="x")
+    assert local.resolved_backend_url == f"file://{tmp_path / 'pulumi-local'}"
+    assert aws.resolved_backend_url == f"file://{tmp_path / 'pulumi-aws'}"
+    assert (local.target_label, aws.target_label) == ("local cloud", "AWS")
+    assert local.localcloud_root == tmp_path / "localcloud"
+    assert (
+        FingerprintStore(tmp_path, None, scope="local").root
+        != FingerprintStore(tmp_path, None, scope="aws").root
+    )
+
+
+def test_a_deletion_protected_database_is_refused_before_a_destroy(tmp_path: Path) -> None:
+    from stackflow.errors import DeletionProtected
+
+    prod = get_settings(state_dir=tmp_path, environment="prod", engine="automation")
+    with pytest.raises(DeletionProtected, match="deletion protection"):
+        prod.confirm_database_deletable()
+    lifted = get_settings(
+        state_dir=tmp_path,
+        environment="prod",
+        engine="automation",
+        database={"deletion_protection": False},
+    )
+    lifted.confirm_database_deletable()
+    get_settings(state_dir=tmp_path, environment="dev").confirm_database_deletable()
