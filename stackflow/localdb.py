@@ -94,7 +94,10 @@ def _admin_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (our own exited child, a zombie until reaped, does not)."""
+    if pid <= 0:
+        return False
     try:
         # Reap our own exited child so it does not linger as a zombie that looks alive.
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -124,7 +127,7 @@ def running_server(base_dir: Path) -> LocalServer | None:
     except (OSError, ValueError, TypeError):
         return None
     pid = _read_pid(base_dir) or server.pid
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return None
     cmdline = Path(f"/proc/{pid}/cmdline")
     # A recycled pid belongs to some other program; /proc tells (on Linux).
@@ -476,11 +479,11 @@ def _terminate(pid: int, timeout_s: float = 30.0) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid):
+    while pid_alive(pid):
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)  # InnoDB recovers on the next start
             time.sleep(0.2)
-            _pid_alive(pid)
+            pid_alive(pid)
             return
         time.sleep(0.05)
 

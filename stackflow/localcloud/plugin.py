@@ -39,9 +39,32 @@ _EMPTY: tuple[Any, ...] = (None, "", {}, [])
 class FaultInjected(Exception):
     """A fault the local cloud's knobs asked for, shaped like the AWS error it stands for."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, operation: str = "") -> None:
         super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
+        self.code, self.message, self.operation = code, message, operation
+
+
+# The AWS service a type token's module calls, as botocore names it in errors (its service id).
+_SERVICE_IDS = {
+    "ec2": "EC2",
+    "vpc": "EC2",
+    "rds": "RDS",
+    "ecs": "ECS",
+    "lb": "Elastic Load Balancing v2",
+    "iam": "IAM",
+    "cloudwatch": "CloudWatch Logs",
+    "secretsmanager": "Secrets Manager",
+}
+_VERBS = {"create": "Create", "update": "Modify", "delete": "Delete", "read": "Describe"}
+
+
+def _api_call_for(token: str, operation: str) -> tuple[str, str]:
+    """(service id, operation) a knob's fault is reported as, named after the type:
+    aws:ec2/vpc:Vpc + create -> ("EC2", "CreateVpc")."""
+    parts = token.split(":")
+    module = parts[1].split("/")[0] if len(parts) == 3 else ""
+    name = parts[-1]
+    return _SERVICE_IDS.get(module, module.upper()), _VERBS.get(operation, "") + name
 
 
 def _load_registry(package: str) -> Registry:
@@ -91,13 +114,8 @@ def aws_error_text(exc: Exception, service: str, verb: str, what: str) -> str:
     from botocore.exceptions import ClientError
 
     if isinstance(exc, FaultInjected):
-        status, request_id, code, message, operation = (
-            400,
-            "local-cloud-knob",
-            exc.code,
-            exc.message,
-            verb,
-        )
+        status, request_id, code, message = 400, "local-cloud-knob", exc.code, exc.message
+        operation = exc.operation or verb
     elif isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         meta = exc.response.get("ResponseMetadata", {})
@@ -177,9 +195,12 @@ class ProviderServicer:
             return
         if fault.get("kind") == "hang":
             threading.Event().wait()  # until the engine kills this plugin
+        service, call = _api_call_for(token, operation)
+        self._service.current = service
         raise FaultInjected(
             str(fault.get("code") or "InternalFailure"),
             str(fault.get("message") or "injected by the local cloud's knobs"),
+            call,
         )
 
     def _has_control_api(self) -> bool:

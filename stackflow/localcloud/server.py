@@ -58,6 +58,7 @@ from stackflow.localcloud.paths import (
     server_log,
     server_record,
 )
+from stackflow.localdb import pid_alive
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
@@ -1071,27 +1072,9 @@ def main(argv: list[str] | None = None) -> int:
 # --- managing the server from other processes -----------------------------------------------------
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        # Our own exited child stays a zombie (and answers kill 0) until it is reaped.
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _is_cloud_server(pid: int, root: Path) -> bool:
     """Whether pid is alive and is this root's cloud server (a recorded pid may have been reused)."""
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -1175,11 +1158,11 @@ def _terminate(pid: int, timeout: float = _STOP_TIMEOUT_S) -> None:
     """SIGTERM the server's process group; SIGKILL after `timeout`."""
     _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _pid_alive(pid):
+    while pid_alive(pid):
         if time.monotonic() > deadline:
             _signal_group(pid, signal.SIGKILL)
             time.sleep(0.2)
-            _pid_alive(pid)  # reap
+            pid_alive(pid)  # reap
             return
         time.sleep(0.05)
 
@@ -1344,9 +1327,9 @@ def stop_cloud(root: Path) -> bool:
         with contextlib.suppress(OSError):
             urllib.request.urlopen(request, timeout=_STOP_TIMEOUT_S).close()
         deadline = time.monotonic() + _STOP_TIMEOUT_S
-        while _pid_alive(server.pid) and time.monotonic() < deadline:
+        while pid_alive(server.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if _pid_alive(server.pid):
+        if pid_alive(server.pid):
             _terminate(server.pid)
         server_record(root).unlink(missing_ok=True)
         return True

@@ -150,6 +150,18 @@ def files_holding(folder: Path, secret: str, skip: tuple[Path, ...] = ()) -> lis
     return found
 
 
+def connect(db: dict[str, Any], **options: Any) -> Any:
+    """A connection to an environment's database with the credentials its outputs carry."""
+    return pymysql.connect(
+        host=db["host"],
+        port=int(db["port"]),
+        user=db["user"],
+        password=str(db["password"]),
+        database=db["database"],
+        **options,
+    )
+
+
 def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
     shared: dict[str, Any],
 ) -> None:
@@ -213,13 +225,7 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
     # The migration really ran on this environment's own database server.
     db = out["database"]
     with (
-        pymysql.connect(
-            host=db["host"],
-            port=int(db["port"]),
-            user=db["user"],
-            password=password,
-            database=db["database"],
-        ) as conn,
+        connect(db) as conn,
         conn.cursor() as cur,
     ):
         cur.execute("SHOW TABLES LIKE 'hello_pulumi'")
@@ -292,13 +298,7 @@ def test_the_local_cloud_keeps_its_resources_across_a_restart(shared: dict[str, 
     )
     assert ec2.describe_vpcs(VpcIds=[before["networking"]["vpc_id"]])["Vpcs"]
     db = before["database"]
-    with pymysql.connect(
-        host=db["host"],
-        port=int(db["port"]),
-        user=db["user"],
-        password=db["password"],
-        database=db["database"],
-    ) as conn:
+    with connect(db) as conn:
         assert conn.open
 
 
@@ -331,20 +331,8 @@ def test_two_environments_have_their_own_database_servers_and_destroy_leaves_the
     assert json.loads(listed.stdout)["resources"] == []
     assert "local_cloud" in json.loads(listed.stdout)
     with pytest.raises(pymysql.err.OperationalError):
-        pymysql.connect(
-            host=dev_db["host"],
-            port=int(dev_db["port"]),
-            user=dev_db["user"],
-            password=dev_db["password"],
-            connect_timeout=3,
-        )
-    with pymysql.connect(
-        host=staging_db["host"],
-        port=int(staging_db["port"]),
-        user=staging_db["user"],
-        password=staging_db["password"],
-        database=staging_db["database"],
-    ) as conn:
+        connect(dev_db, connect_timeout=3)
+    with connect(staging_db) as conn:
         assert conn.open
 
 
@@ -368,13 +356,7 @@ def test_destroying_prod_is_refused_before_anything_is_deleted(real: dict[str, A
         rds.delete_db_instance(DBInstanceIdentifier=identifier, SkipFinalSnapshot=True)
     assert info.value.response["Error"]["Code"] == "InvalidParameterCombination"
     db = outputs(real, prod)["database"]
-    with pymysql.connect(
-        host=db["host"],
-        port=int(db["port"]),
-        user=db["user"],
-        password=db["password"],
-        database=db["database"],
-    ) as conn:
+    with connect(db) as conn:
         assert conn.open
 
 

@@ -9,9 +9,7 @@ programs/app.py through Pulumi's mock runtime, every resource created by these e
 from __future__ import annotations
 
 import json
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,24 +32,8 @@ TAGS = {"project": "sf", "environment": "dev", "stack": "app", "managed-by": "st
 
 
 @pytest.fixture(scope="module")
-def cloud() -> Iterator[CloudContext]:
-    """moto's server in this process on a free loopback port, with AWS's managed policies."""
-    with pytest.MonkeyPatch.context() as patch:
-        # moto reads it when it builds the IAM backend: set before the first IAM call.
-        patch.setenv("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
-        from moto.server import ThreadedMotoServer
-
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        try:
-            host, port = server.get_host_and_port()
-            endpoint = f"http://{host}:{port}"
-            # moto's backends are per process: start from fresh ones (built with the setting).
-            reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
-            urllib.request.urlopen(reset, timeout=30).close()
-            yield CloudContext(endpoint, REGION)
-        finally:
-            server.stop()
+def cloud(bare_moto: CloudContext) -> CloudContext:
+    return bare_moto
 
 
 @pytest.fixture(scope="module")

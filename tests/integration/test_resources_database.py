@@ -8,7 +8,6 @@ data plane serves it as a MariaDB."""
 from __future__ import annotations
 
 import string
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -47,21 +46,8 @@ NAME_PREFIX_SUFFIX = 26  # what Check appends to a namePrefix
 
 
 @pytest.fixture(scope="module")
-def cloud() -> Iterator[CloudContext]:
-    """moto's server in this process on a free loopback port, from fresh backends."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        # moto's backends are per process: start from fresh ones.
-        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
-        urllib.request.urlopen(reset, timeout=30).close()
-        yield CloudContext(endpoint, REGION)
-    finally:
-        server.stop()
+def cloud(bare_moto: CloudContext) -> CloudContext:
+    return bare_moto
 
 
 @pytest.fixture(scope="module")
