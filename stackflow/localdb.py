@@ -95,11 +95,11 @@ def _admin_user() -> str:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` runs (our own exited child, a zombie until reaped, does not)."""
+    """Whether process `pid` runs. An exited process is dead even while a zombie: our own child is
+    reaped here; another process's (a server started by a test's process) reads 'Z' in /proc."""
     if pid <= 0:
         return False
     try:
-        # Reap our own exited child so it does not linger as a zombie that looks alive.
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
     except ChildProcessError:
@@ -110,7 +110,11 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): kill 0 is all we know
+    return state != "Z"
 
 
 def _read_pid(base_dir: Path) -> int | None:
