@@ -2,7 +2,7 @@
 # Sets up stackflow on a fresh machine: system packages it needs, then a virtualenv in .venv
 # installed from the committed constraints, then the Pulumi CLI (built with Go if there is none).
 # Safe to run again: it only does what is missing.
-#   bash scripts/setup.sh          runtime: MariaDB (for real migrations in simulation) + .venv
+#   bash scripts/setup.sh          runtime: MariaDB (the local cloud's databases) + .venv + the Pulumi CLI
 #   bash scripts/setup.sh --dev    also the test tools and Chromium (browser tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +59,7 @@ fi
 # Reused from the per-user cache (~/.cache/stackflow/pulumi/v<sdk version>, shared by every clone),
 # or linked from a `pulumi` of that exact version on PATH, or built with Go from scripts/pulumi-cli.
 if ! .venv/bin/python -m stackflow.pulumi_cli ensure; then
-  say "no Pulumi CLI (see above); until there is one, only --engine simulated runs"
+  say "no Pulumi CLI (see above): the engine needs it; STACKFLOW_ENGINE=simulated runs without it"
   exit 1
 fi
 say "ready: .venv/bin/python flows/run.py --help"
