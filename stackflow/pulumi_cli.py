@@ -124,7 +124,12 @@ def _reported_version(binary: Path) -> str | None:
             text=True,
             timeout=60,
             check=False,
-            env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"},  # no network for a version
+            # No network for a version, and its log goes to a home of ours, never ~/.pulumi/logs.
+            env={
+                **os.environ,
+                "PULUMI_SKIP_UPDATE_CHECK": "true",
+                "PULUMI_HOME": str(binary.parent.parent / "home"),
+            },
         )
     except (OSError, subprocess.SubprocessError):
         return None

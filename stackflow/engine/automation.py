@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -298,15 +297,19 @@ def find_pulumi_cli() -> auto.PulumiCommand:
     if path is None:
         raise EngineUnavailable(
             f"the Pulumi CLI v{CLI_VERSION} (the pinned SDK's version) is not installed: run "
-            "`bash scripts/setup.sh`, which builds it from Go modules once (about 4 minutes on 2 "
+            "`bash scripts/setup.sh`, which builds it from Go modules once (4-7 minutes on 2 "
             f"cores) and reuses it after, or put a pulumi v{CLI_VERSION} on PATH and run it again"
         )
-    try:
-        return auto.PulumiCommand(
-            root=str(path.parent.parent), version=VersionInfo.parse(CLI_VERSION)
-        )
-    except (OSError, subprocess.CalledProcessError, auto.InvalidVersionError) as exc:
-        raise EngineUnavailable(f"the Pulumi CLI at {path} does not run: {exc}") from None
+    return _VerifiedCommand(path, VersionInfo.parse(CLI_VERSION))
+
+
+class _VerifiedCommand(auto.PulumiCommand):
+    """The CLI at `path`, whose exact version `stackflow.pulumi_cli` has already checked. The SDK's
+    own constructor would run `pulumi version` again, and that writes a log into ~/.pulumi."""
+
+    def __init__(self, path: Path, version: VersionInfo) -> None:  # no second version check
+        self.command = str(path)
+        self.version = version
 
 
 # --- the engine --------------------------------------------------------------------------------

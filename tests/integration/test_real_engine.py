@@ -50,7 +50,9 @@ def _environment(folder: Path, local_cloud: Any, prefect_server: Any) -> dict[st
     from stackflow.pulumi_cli import cache_root
 
     home = folder / "home"
-    home.mkdir(parents=True)
+    # A user who uses Pulumi elsewhere: their own Pulumi home, which the local cloud must not touch.
+    (home / ".pulumi" / "plugins").mkdir(parents=True)
+    (home / ".pulumi" / "credentials.json").write_text('{"current": "file://~"}')
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
     }
@@ -219,8 +221,13 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
     assert files_holding(root, password) == []
     assert files_holding(real["state"], phrase) == []
     assert files_holding(root, phrase, skip=(root / "passphrase",)) == []
-    # The user's own Pulumi home was never touched.
-    assert not (real["home"] / ".pulumi").exists()
+    # The user's own Pulumi home was never touched: no plugin, log or file added or changed.
+    assert sorted(
+        str(p.relative_to(real["home"])) for p in (real["home"] / ".pulumi").rglob("*")
+    ) == [
+        ".pulumi/credentials.json",
+        ".pulumi/plugins",
+    ]
 
     # The migration really ran on this environment's own database server.
     db = out["database"]
