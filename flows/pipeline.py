@@ -31,7 +31,7 @@ from stackflow.errors import StackError, StackflowError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
 from stackflow.redact import Redactor
-from stackflow.secretbox import local_passphrase
+from stackflow.secretbox import state_passphrase
 from stackflow.settings import MysqlTarget, Settings, get_settings, validate_environment_name
 from tasks.stacks import RunContext, StackOutcome, stack_operation
 
@@ -258,20 +258,6 @@ def verify_step(
         duration_s=time.monotonic() - started,
         note=f"{app.url}{ctx.settings.app.health_check_path} answered {status}",
     )
-
-
-def state_passphrase(settings: Settings) -> str | None:
-    """The passphrase that seals secrets at rest: the configured one, else the one generated for
-    the local cloud (or the simulated engine); None on AWS with a KMS secrets provider."""
-    if settings.state_passphrase is not None:
-        return settings.state_passphrase.get_secret_value()
-    if settings.engine == "simulated":
-        return local_passphrase(settings)
-    if settings.cloud == "local":
-        from stackflow.localcloud.paths import passphrase
-
-        return passphrase(settings.localcloud_root)
-    return None
 
 
 def build_context(settings: Settings) -> RunContext:

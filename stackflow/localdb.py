@@ -170,7 +170,8 @@ def _connect_socket(path: str, timeout_s: int) -> AdminConnection:
     )
 
 
-def _port_free(port: int, host: str = "127.0.0.1") -> bool:
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether nothing listens on host:port (TCP)."""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -180,7 +181,8 @@ def _port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def _tail(path: Path, chars: int = 2000) -> str:
+def log_tail(path: Path, chars: int = 2000) -> str:
+    """The end of a log file, for an error message."""
     try:
         return path.read_text(errors="replace")[-chars:]
     except OSError:
@@ -214,7 +216,7 @@ def _install(
         )
     if result.returncode != 0:
         raise LocalDatabaseError(
-            f"mariadb-install-db failed (exit {result.returncode}); {install_log}:\n{_tail(install_log)}"
+            f"mariadb-install-db failed (exit {result.returncode}); {install_log}:\n{log_tail(install_log)}"
         )
     staging.rename(data)
 
@@ -250,7 +252,7 @@ def prepare_template(
     if (template / "mysql").is_dir():
         return False
     template.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _folder_lock(template.parent):
+    with folder_lock(template.parent):
         if (template / "mysql").is_dir():
             return False
         _install(template.parent, template, log, server_args)
@@ -310,7 +312,7 @@ def _start(
         if process.poll() is not None:
             raise LocalDatabaseError(
                 f"mariadbd exited at start (exit {process.returncode}); {server_log}:\n"
-                f"{_tail(server_log)}"
+                f"{log_tail(server_log)}"
             )
         try:
             _connect_socket(str(sock), 2).close()
@@ -320,7 +322,7 @@ def _start(
                 _terminate(process.pid)
                 raise LocalDatabaseError(
                     f"mariadbd did not accept connections within {_START_TIMEOUT_S:g}s; "
-                    f"{server_log}:\n{_tail(server_log)}"
+                    f"{server_log}:\n{log_tail(server_log)}"
                 ) from None
             time.sleep(0.02)  # a small server is up in a few hundred ms: poll often
 
@@ -352,8 +354,10 @@ def set_user(
 
 
 @contextmanager
-def _folder_lock(base_dir: Path) -> Iterator[None]:
-    with (base_dir / ".lock").open("w") as handle:
+def folder_lock(base_dir: Path, name: str = ".lock") -> Iterator[None]:
+    """An exclusive lock on a file in base_dir (created, 0700), held for the block."""
+    base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with (base_dir / name).open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # two runs starting the same server take turns
         try:
             yield
@@ -394,7 +398,7 @@ def ensure_local_mariadb(
     if not password:
         raise LocalDatabaseError("the local MariaDB user needs a non-empty password")
     base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _folder_lock(base_dir):
+    with folder_lock(base_dir):
         server = _ensure_running(
             base_dir,
             port,
@@ -428,7 +432,7 @@ def _ensure_running(
         _terminate(server.pid)
         server = None
     if server is None:
-        if not _port_free(port, host):
+        if not port_free(port, host):
             raise LocalDatabaseError(
                 f"port {port} on {host} is in use by another program; {port_hint}"
             )
@@ -465,7 +469,7 @@ def start_local_mariadb(
             start (with the tail of its log).
     """
     base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _folder_lock(base_dir):
+    with folder_lock(base_dir):
         return _ensure_running(
             base_dir,
             port,
@@ -500,7 +504,7 @@ def stop_local_mariadb(base_dir: Path) -> bool:
     """
     if not base_dir.is_dir():
         return False
-    with _folder_lock(base_dir):
+    with folder_lock(base_dir):
         server = running_server(base_dir)
         if server is None:
             return False

@@ -62,3 +62,17 @@ def local_passphrase(settings: Settings) -> str:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32))
     return path.read_text().strip()
+
+
+def state_passphrase(settings: Settings) -> str | None:
+    """The passphrase that seals secrets at rest: the configured one, else the one generated for
+    the local cloud (or the simulated engine); None on AWS with a KMS secrets provider."""
+    if settings.state_passphrase is not None:
+        return settings.state_passphrase.get_secret_value()
+    if settings.engine == "simulated":
+        return local_passphrase(settings)
+    if settings.cloud == "local":
+        from stackflow.localcloud.paths import passphrase
+
+        return passphrase(settings.localcloud_root)
+    return None

@@ -46,6 +46,7 @@ from stackflow.errors import (
     TransientStackError,
 )
 from stackflow.redact import Redactor
+from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
 
 T = TypeVar("T")
@@ -336,19 +337,9 @@ class AutomationEngine:
         self._lock_conflicts: dict[str, int] = {}
         self._known_secrets: set[str] = set(settings.secret_values())
         self._redactor = Redactor(self._known_secrets)
-        self._passphrase = self._state_passphrase()
+        self._passphrase = state_passphrase(settings)
         if self._passphrase:
             self._learn(self._passphrase)
-
-    def _state_passphrase(self) -> str | None:
-        s = self.settings
-        if s.state_passphrase is not None:
-            return s.state_passphrase.get_secret_value()
-        if self.local:
-            from stackflow.localcloud.paths import passphrase
-
-            return passphrase(s.localcloud_root)
-        return None
 
     @property
     def local(self) -> bool:

@@ -24,7 +24,6 @@ import argparse
 import base64
 import contextlib
 import datetime as dt
-import fcntl
 import gzip
 import hashlib
 import importlib
@@ -35,7 +34,6 @@ import os
 import queue
 import random
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -58,7 +56,7 @@ from stackflow.localcloud.paths import (
     server_log,
     server_record,
 )
-from stackflow.localdb import pid_alive
+from stackflow.localdb import folder_lock, log_tail, pid_alive, port_free
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
@@ -1097,32 +1095,15 @@ def _health(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
         return None
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
+def _port_freed(port: int, wait_s: float = 5.0) -> bool:
+    """Whether the port is free, waiting a little: a server that just exited shows as a zombie
+    while its other threads still close the listening socket."""
+    deadline = time.monotonic() + wait_s
+    while not port_free(port):
+        if time.monotonic() > deadline:
             return False
+        time.sleep(0.1)
     return True
-
-
-def _tail(path: Path, chars: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return "(no log)"
-
-
-@contextlib.contextmanager
-def _root_lock(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with (root / ".server.lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # two runs starting the same cloud take turns
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _read_record(root: Path) -> CloudServer | None:
@@ -1207,7 +1188,7 @@ def _start(root: Path, port: int, region: str, dataplane: bool) -> CloudServer:
         if process.poll() is not None:
             raise CloudServerError(
                 f"the local cloud server exited at start (exit {process.returncode}); "
-                f"{log_file}:\n{_tail(log_file)}"
+                f"{log_file}:\n{log_tail(log_file, 3000)}"
             )
         answer = _health(url)
         if answer and answer.get("ok") and answer.get("pid") == process.pid:
@@ -1216,7 +1197,7 @@ def _start(root: Path, port: int, region: str, dataplane: bool) -> CloudServer:
             _terminate(process.pid)
             raise CloudServerError(
                 f"the local cloud server did not answer on {url} within {_START_TIMEOUT_S:g}s; "
-                f"{log_file}:\n{_tail(log_file)}"
+                f"{log_file}:\n{log_tail(log_file, 3000)}"
             )
         time.sleep(0.1)
 
@@ -1248,7 +1229,7 @@ def ensure_cloud(
             answer at start (with the tail of its log).
     """
     root = root.resolve()
-    with _root_lock(root):
+    with folder_lock(root, ".server.lock"):
         passphrase(root)  # generated here, once, before any process needs it
         server = cloud_status(root)
         if server is not None:
@@ -1269,7 +1250,7 @@ def ensure_cloud(
             say(f"stopping the local cloud server on {server.url} (pid {server.pid}): {reason}")
             _terminate(server.pid)
             server_record(root).unlink(missing_ok=True)
-        if not _port_free(port):
+        if not _port_freed(port):
             other = _health(f"http://127.0.0.1:{port}")
             if other and other.get("root"):
                 raise CloudServerError(
@@ -1305,7 +1286,7 @@ def stop_cloud(root: Path) -> bool:
     root = root.resolve()
     if not root.is_dir():
         return False
-    with _root_lock(root):
+    with folder_lock(root, ".server.lock"):
         server = cloud_status(root)
         if server is None:
             record = _read_record(root)
