@@ -18,14 +18,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.events import emit_event
 from prefect.futures import PrefectFuture
-from prefect.logging import get_run_logger
 from prefect.tasks import exponential_backoff
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from programs.app import AppOutputs
 from programs.database import DatabaseOutputs
 from stackflow.engine import Operation, get_engine
-from stackflow.engine.simulated import simulated_database_binding
 from stackflow.environments import check_cloud, forget, record_deploy
 from stackflow.errors import StackError, StackflowError
 from stackflow.fingerprint import FingerprintStore
@@ -93,12 +91,11 @@ class PipelineSummary:
     environment: str
     operation: str
     engine: str
-    simulated: bool
     outcomes: list[StackOutcome] = field(default_factory=list)
     failed: str | None = None
     engine_calls: list[str] = field(default_factory=list)
     duration_s: float = 0.0
-    target: str = ""  # "local cloud", "AWS" or "simulated": every report names it
+    target: str = ""  # "local cloud" or "AWS": every report names it
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +103,6 @@ class PipelineSummary:
             "operation": self.operation,
             "engine": self.engine,
             "target": self.target,
-            "simulated": self.simulated,
             "failed": self.failed,
             "engine_calls": list(self.engine_calls),
             "duration_s": round(self.duration_s, 3),
@@ -125,14 +121,12 @@ class PipelineSummary:
         }
 
     def markdown(self) -> str:
-        sim = (
-            " — **simulated** (Pulumi mock runtime, nothing was deployed to AWS)"
-            if self.simulated
-            else " — **local cloud** (moto's AWS APIs on loopback: nothing was deployed to AWS)"
+        where = (
+            " — **local cloud** (moto's AWS APIs on loopback: nothing was deployed to AWS)"
             if self.target == "local cloud"
             else ""
         )
-        head = f"# {self.operation} `{self.environment}`{sim}\n\n"
+        head = f"# {self.operation} `{self.environment}`{where}\n\n"
         if self.failed:
             head += f"**Failed:** {self.failed}\n\n"
         rows = [
@@ -169,7 +163,6 @@ def _stored_outcome(ctx: RunContext, node: str) -> StackOutcome:
         "read",
         outputs=outputs,
         typed=typed,
-        simulated=ctx.engine.simulated,
         note="outputs read from state (not targeted)",
     )
 
@@ -186,7 +179,6 @@ def migrate_step(
     """Bring the database schema to the latest version (a nested task with its own retries)."""
     from tasks.migrate import run_migrations
 
-    logger = get_run_logger()
     started = time.monotonic()
     db = upstream["database"].typed
     assert isinstance(db, DatabaseOutputs)
@@ -194,19 +186,6 @@ def migrate_step(
         return StackOutcome(
             "migrate", "migrate", "skipped", note="database not deployed yet (preview)"
         )
-    if ctx.engine.simulated:
-        binding = simulated_database_binding(ctx.settings, log=logger.info)
-        if binding is None:
-            logger.info(
-                "migrate skipped: simulated database has no real MySQL (STACKFLOW_SIM_MYSQL=off)"
-            )
-            return StackOutcome(
-                "migrate",
-                "migrate",
-                "skipped",
-                simulated=True,
-                note="simulated: no real MySQL bound (STACKFLOW_SIM_MYSQL=off)",
-            )
     target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
     ctx.redactor.add(db.password.get_secret_value())
     report = run_migrations.with_options(retries=ctx.settings.migrations.retries)(
@@ -214,14 +193,11 @@ def migrate_step(
     )
     applied = len(report.applied)
     note = f"{applied} applied, {report.already_applied} already applied"
-    if ctx.engine.simulated:
-        note += " (on a real local MySQL bound to the simulated database)"
     return StackOutcome(
         "migrate",
         "migrate",
         "migrated" if applied else "unchanged",
         duration_s=time.monotonic() - started,
-        simulated=ctx.engine.simulated,
         note=note,
     )
 
@@ -232,22 +208,11 @@ def migrate_step(
 def verify_step(
     ctx: RunContext, environment: str, upstream: dict[str, StackOutcome]
 ) -> StackOutcome:
-    """Poll the app's health URL; skipped in simulation, where no load balancer exists."""
+    """Poll the app's health URL until it answers healthy (retrying while it starts)."""
     from tasks.verify import check_url, verify_health
 
     app = upstream["app"].typed
     assert isinstance(app, AppOutputs)
-    if ctx.engine.simulated:
-        get_run_logger().info(
-            "verify skipped: simulated (there is no real load balancer at %s)", app.url
-        )
-        return StackOutcome(
-            "verify",
-            "verify",
-            "skipped",
-            simulated=True,
-            note="simulated: no real load balancer to poll",
-        )
     check_url(app.url)
     started = time.monotonic()
     status = verify_health(app.url, ctx.settings.app.health_check_path)
@@ -267,7 +232,7 @@ def build_context(settings: Settings) -> RunContext:
     if passphrase:
         redactor.add(passphrase)
     # Fingerprints are per cloud: a stack skipped as unchanged on one cloud says nothing of another.
-    scope = "" if engine.simulated else settings.cloud
+    scope = settings.cloud
     return RunContext(
         settings,
         engine,
@@ -285,7 +250,6 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         PipelineFailed: a node failed; names it and the reason.
         DriftDetected: a drift check found differences.
     """
-    logger = get_run_logger()
     settings = settings or get_settings(environment=request.environment)
     op = request.operation
     if op is Operation.DESTROY:
@@ -309,12 +273,9 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         settings.environment,
         op.value,
         ctx.engine.name,
-        ctx.engine.simulated,
         target=settings.target_label,
     )
     started = time.monotonic()
-    if ctx.engine.simulated:
-        logger.info("engine: simulated (Pulumi mock runtime; nothing is deployed to AWS)")
 
     futures: dict[str, PrefectFuture[StackOutcome]] = {}
     known: dict[str, StackOutcome] = {}
@@ -410,7 +371,6 @@ def _publish(summary: PipelineSummary, settings: Settings) -> None:
             payload={
                 "operation": o.operation,
                 "changes": o.changes.as_dict(),
-                "simulated": summary.simulated,
                 "target": summary.target,
                 "note": o.note,
             },
@@ -506,8 +466,6 @@ def database_target(settings: Settings) -> MysqlTarget:
     outputs = engine.outputs(bare_spec(settings, "database"))
     db = parse_outputs(GRAPH["database"], outputs)
     assert isinstance(db, DatabaseOutputs)
-    if engine.simulated:
-        simulated_database_binding(settings)
     return MysqlTarget(
         db.host, db.port, db.user, SecretStr(db.password.get_secret_value()), db.database
     )

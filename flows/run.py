@@ -21,7 +21,7 @@ COMMANDS = {
     "outputs": "print the stacks' outputs (secrets masked)",
     "graph": "print the stack graph as Mermaid",
     "migrate": "run schema migrations against the environment's database or --database-url",
-    "server": "start, stop or show the local servers the CLI starts: Prefect (when PREFECT_API_URL is unset) and the simulated engine's MariaDB; stop also stops the local cloud",
+    "server": "start, stop or show the local Prefect server the CLI starts when PREFECT_API_URL is unset; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
 }
 EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = 1, 2, 3
@@ -43,9 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
             "-e",
             dest="environment",
             help="environment name (default: STACKFLOW_ENVIRONMENT or dev)",
-        )
-        p.add_argument(
-            "--engine", choices=("simulated", "automation"), help="override STACKFLOW_ENGINE"
         )
         p.add_argument(
             "--cloud",
@@ -90,8 +87,6 @@ def _fail(message: str, code: int = EXIT_FAILED) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    if args.engine:
-        os.environ["STACKFLOW_ENGINE"] = args.engine
     if getattr(args, "cloud", None):
         os.environ["STACKFLOW_CLOUD"] = args.cloud
     if args.environment:
@@ -113,30 +108,24 @@ def _use_local_prefect(settings: Any) -> None:
 
 
 def _server(args: argparse.Namespace, settings: Any) -> int:
-    """The local servers the CLI starts itself: Prefect (when PREFECT_API_URL is unset) and, on the
-    simulated engine, the MariaDB its database stack is bound to."""
-    from stackflow.localdb import running_server, stop_local_mariadb
+    """The local Prefect server the CLI starts itself (when PREFECT_API_URL is unset); `stop` stops
+    the local cloud too."""
+    from stackflow.localcloud.server import cloud_status, stop_cloud
     from stackflow.localprefect import ensure_local_prefect, healthy, stop_local_prefect
 
     url = f"http://127.0.0.1:{settings.local_prefect_port}"
-    mariadb_dir = settings.state_dir / "mariadb"
     if args.action == "start":
         server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print)
         print(f"Prefect UI: {server.url}")
     elif args.action == "stop":
         stopped = stop_local_prefect(settings.state_dir)
         print(f"Prefect: {'stopped' if stopped else 'no local server was running'}")
-        stopped = stop_local_mariadb(mariadb_dir)
-        print(f"MariaDB: {'stopped' if stopped else 'no local server was running'}")
-        from stackflow.localcloud.server import stop_cloud
-
         stopped = stop_cloud(settings.localcloud_root)
         print(f"local cloud: {'stopped' if stopped else 'no local cloud server was running'}")
     else:
         print(f"Prefect {url}: {'running' if healthy(url) else 'not running'}")
-        db = running_server(mariadb_dir)
-        where = f"127.0.0.1:{db.port} (pid {db.pid})" if db else "not running"
-        print(f"MariaDB (simulated database stack): {where}")
+        cloud = cloud_status(settings.localcloud_root)
+        print(f"local cloud: {f'running at {cloud.url}' if cloud else 'not running'}")
     return 0
 
 
@@ -150,12 +139,11 @@ def _stacks(args: argparse.Namespace) -> list[str]:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    target = summary.get("target") or ("simulated" if summary["simulated"] else "AWS")
     where = {
-        "simulated": "  [simulated: nothing was deployed to AWS]",
-        "local cloud": "  [local cloud: moto on loopback, nothing was deployed to AWS]",
-    }.get(target, "")
-    print(f"\n{summary['operation']} {summary['environment']} ({summary['engine']} engine){where}")
+        "local cloud": "local cloud: moto on loopback, nothing was deployed to AWS",
+        "AWS": "AWS",
+    }.get(summary["target"], summary["target"])
+    print(f"\n{summary['operation']} {summary['environment']}  [{where}]")
     header = f"{'stack':<11} {'status':<10} {'+':>3} {'~':>3} {'+-':>3} {'-':>3} {'=':>3} {'secs':>7}  note"
     print(header)
     print("-" * len(header))
@@ -230,9 +218,9 @@ def _outputs(args: argparse.Namespace, settings: Any) -> int:
             print(f"{settings.target_label} outputs: nothing was deployed to AWS", file=sys.stderr)
         print(json.dumps(result, indent=2, sort_keys=True))
         return 0
-    sim = f" [{settings.target_label}]" if settings.target_label != "AWS" else ""
+    where = f" [{settings.target_label}]" if settings.target_label != "AWS" else ""
     for stack, outs in result.items():
-        print(f"{settings.environment}/{stack}{sim}" + ("" if outs else ": not deployed"))
+        print(f"{settings.environment}/{stack}{where}" + ("" if outs else ": not deployed"))
         for k, v in outs.items():
             print(f"  {k:<24} {v}")
     return 0

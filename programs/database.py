@@ -136,7 +136,7 @@ def database(args: DatabaseArgs) -> dict[str, Any]:
     )
 
     return {
-        # Read back from the instance: a simulated run may bind it to a real server's values.
+        # Read back from the instance: what RDS created, not what was asked for.
         "host": instance.address,
         "port": instance.port,
         "database": instance.db_name,

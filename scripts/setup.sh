@@ -59,7 +59,7 @@ fi
 # Reused from the per-user cache (~/.cache/stackflow/pulumi/v<sdk version>, shared by every clone),
 # or linked from a `pulumi` of that exact version on PATH, or built with Go from scripts/pulumi-cli.
 if ! .venv/bin/python -m stackflow.pulumi_cli ensure; then
-  say "no Pulumi CLI (see above): the engine needs it; STACKFLOW_ENGINE=simulated runs without it"
+  say "no Pulumi CLI (see above): every run needs it, on the local cloud too"
   exit 1
 fi
 say "ready: .venv/bin/python flows/run.py --help"

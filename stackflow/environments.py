@@ -18,7 +18,7 @@ class EnvironmentRecord:
     kind: str
     created: float
     ttl_hours: float | None
-    cloud: str | None = None  # "local" or "aws"; None for records older than the local cloud
+    cloud: str | None = None  # "local" or "aws"; None in records written before there were clouds
 
     def expired(self, now: float | None = None) -> bool:
         if self.kind != EnvironmentKind.EPHEMERAL.value or self.ttl_hours is None:
@@ -41,7 +41,7 @@ def record_deploy(settings: Settings) -> EnvironmentRecord:
         settings.environment_kind.value,
         time.time(),
         settings.ttl_hours if ephemeral else None,
-        None if settings.engine == "simulated" else settings.cloud,
+        settings.cloud,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -59,8 +59,6 @@ def check_cloud(settings: Settings) -> None:
     Raises:
         CloudMismatch: naming the environment, both clouds and what to do; nothing is changed.
     """
-    if settings.engine == "simulated":
-        return
     path = _dir(settings.state_dir) / f"{settings.environment}.json"
     if not path.exists():
         return

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from stackflow.errors import SettingsError
 from stackflow.settings import Settings
 
 
@@ -41,36 +39,11 @@ class SecretBox:
             raise ValueError("incorrect passphrase") from None
 
 
-def local_passphrase(settings: Settings) -> str:
-    """The configured state passphrase, else one generated once and kept in the state folder (0600),
-    so local simulated rehearsals need no setup. The automation engine never uses the generated one."""
-    if settings.state_passphrase is not None:
-        return settings.state_passphrase.get_secret_value()
-    path = settings.state_dir / "passphrase"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        stacks = (settings.state_dir / "simulated" / "stacks").glob("*/*.json")
-        sealed = [p for p in stacks if '"ciphertext"' in p.read_text()]
-        if sealed and not path.exists():  # (not generated meanwhile by a concurrent operation)
-            # A new passphrase would not open their secrets, and an `up` would re-seal them with
-            # the new one: refuse, before anything is written.
-            raise SettingsError(
-                f"STACKFLOW_STATE_PASSPHRASE is not set, but the stacks in {settings.state_dir} "
-                "hold secrets sealed with a passphrase: set it to the one that sealed them"
-            )
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32))
-    return path.read_text().strip()
-
-
 def state_passphrase(settings: Settings) -> str | None:
     """The passphrase that seals secrets at rest: the configured one, else the one generated for
-    the local cloud (or the simulated engine); None on AWS with a KMS secrets provider."""
+    the local cloud; None on AWS with a KMS secrets provider."""
     if settings.state_passphrase is not None:
         return settings.state_passphrase.get_secret_value()
-    if settings.engine == "simulated":
-        return local_passphrase(settings)
     if settings.cloud == "local":
         from stackflow.localcloud.paths import passphrase
 

@@ -292,59 +292,6 @@ class MigrationSettings(_Section):
     )
 
 
-class SimulationSettings(_Section):
-    """The simulated engine: Pulumi's mock runtime, offline. Everything it reports says 'simulated'."""
-
-    model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}SIM_")
-
-    mysql: Literal["local", "external", "off"] = Field(
-        "local",
-        description=(
-            "Bind the simulated database stack to a real MySQL so migrations run for real: "
-            "'local' starts a MariaDB under the state folder, 'external' uses STACKFLOW_SIM_MYSQL_URL, "
-            "'off' skips migrations in simulation."
-        ),
-    )
-    mysql_url: SecretStr | None = Field(
-        None,
-        description="mysql://user:password@host:port/database for STACKFLOW_SIM_MYSQL=external.",
-    )
-    local_mysql_port: int = Field(
-        33061, ge=1024, le=65535, description="Port of the local MariaDB (mysql=local)."
-    )
-    latency_s: dict[str, float] = Field(
-        default_factory=dict,
-        description='Seconds each operation takes, per stack; "*" for all (JSON, e.g. {"*": 0.5, "database": 3}).',
-    )
-    drift: list[str] = Field(
-        default_factory=list,
-        description="Stacks whose simulated cloud has drifted from state (JSON list).",
-    )
-
-    @field_validator("latency_s")
-    @classmethod
-    def _latency(cls, value: dict[str, float]) -> dict[str, float]:
-        for stack, seconds in value.items():
-            if seconds < 0:
-                raise ValueError(f"latency for {stack!r} is {seconds}; must be >= 0 seconds")
-        return value
-
-    @field_validator("mysql_url")
-    @classmethod
-    def _mysql_url(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            parse_mysql_url(value.get_secret_value())
-        return value
-
-    @model_validator(mode="after")
-    def _external_needs_url(self) -> SimulationSettings:
-        if self.mysql == "external" and self.mysql_url is None:
-            raise ValueError(
-                "STACKFLOW_SIM_MYSQL=external needs STACKFLOW_SIM_MYSQL_URL (mysql://user:pw@host:port/db)"
-            )
-        return self
-
-
 class LocalCloudSettings(_Section):
     """The local cloud: moto's AWS server on loopback behind the project's own provider plugins."""
 
@@ -446,13 +393,9 @@ class Settings(_Section):
         pattern=r"^[a-z][a-z0-9-]{0,30}$",
         description="Project name; prefixes Pulumi projects.",
     )
-    engine: Literal["automation", "simulated"] = Field(
-        "automation",
-        description="'automation': the real Pulumi engine (CLI + Automation API) on the cloud STACKFLOW_CLOUD names; 'simulated': Pulumi's mock runtime, offline (being retired).",
-    )
     cloud: Literal["local", "aws"] = Field(
         "local",
-        description="Where the automation engine deploys: 'local' (moto's AWS APIs on loopback, MariaDB per database; nothing reaches AWS) or 'aws'.",
+        description="Where the Pulumi engine deploys: 'local' (moto's AWS APIs on loopback, MariaDB per database; nothing reaches AWS) or 'aws'.",
     )
     state_dir: Path = Field(
         PROJECT_ROOT / ".stackflow",
@@ -498,7 +441,6 @@ class Settings(_Section):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     app: AppSettings = Field(default_factory=AppSettings)
     migrations: MigrationSettings = Field(default_factory=MigrationSettings)
-    simulation: SimulationSettings = Field(default_factory=SimulationSettings)
     localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
 
     @field_validator("environment")
@@ -538,12 +480,7 @@ class Settings(_Section):
     @model_validator(mode="after")
     def _needs_passphrase(self) -> Settings:
         uses_passphrase = self.secrets_provider in (None, "passphrase")
-        if (
-            self.engine == "automation"
-            and self.cloud == "aws"
-            and uses_passphrase
-            and self.state_passphrase is None
-        ):
+        if self.cloud == "aws" and uses_passphrase and self.state_passphrase is None:
             raise ValueError(
                 "the aws cloud needs STACKFLOW_STATE_PASSPHRASE (the Pulumi passphrase secrets "
                 "provider) or STACKFLOW_SECRETS_PROVIDER=awskms://... (the local cloud generates "
@@ -590,7 +527,7 @@ class Settings(_Section):
         Raises:
             DeletionProtected: naming the environment, the setting and how to lift it.
         """
-        if self.engine == "simulated" or not self.deletion_protection:
+        if not self.deletion_protection:
             return
         raise DeletionProtected(
             f"the database of {self.environment!r} has RDS deletion protection on (the "
@@ -606,8 +543,7 @@ class Settings(_Section):
         """The Pulumi backend: explicit, else a file backend per cloud in the state folder."""
         if self.backend_url:
             return self.backend_url
-        folder = "pulumi" if self.engine == "simulated" else f"pulumi-{self.cloud}"
-        return f"file://{self.state_dir / folder}"
+        return f"file://{self.state_dir / f'pulumi-{self.cloud}'}"
 
     @property
     def localcloud_root(self) -> Path:
@@ -616,9 +552,7 @@ class Settings(_Section):
 
     @property
     def target_label(self) -> str:
-        """Where runs act, in the words every report uses: "local cloud", "AWS" or "simulated"."""
-        if self.engine == "simulated":
-            return "simulated"
+        """Where runs act, in the words every report uses: "local cloud" or "AWS"."""
         return "local cloud" if self.cloud == "local" else "AWS"
 
     @property
@@ -659,15 +593,8 @@ class Settings(_Section):
 
     def secret_values(self) -> list[str]:
         """Every secret these settings hold, for the redactor."""
-        values = [self.state_passphrase, self.pulumi_access_token, self.simulation.mysql_url]
-        out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
-        if self.simulation.mysql_url is not None:
-            out.append(
-                parse_mysql_url(
-                    self.simulation.mysql_url.get_secret_value()
-                ).password.get_secret_value()
-            )
-        return [s for s in out if s]
+        values = [self.state_passphrase, self.pulumi_access_token]
+        return [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
 
 
 _SECTION_PREFIX: dict[str, type[_Section]] = {
@@ -676,7 +603,6 @@ _SECTION_PREFIX: dict[str, type[_Section]] = {
     "database": DatabaseSettings,
     "app": AppSettings,
     "migrations": MigrationSettings,
-    "simulation": SimulationSettings,
     "localcloud": LocalCloudSettings,
 }
 
@@ -724,6 +650,33 @@ def _format_source_error(exc: SourceParseError, section: str | None) -> str:
     return f"{_variable_name(section, (field,))}: not valid JSON; accepted: {accepted}"
 
 
+def _retired_variables() -> list[str]:
+    """Refuse settings of the retired simulated engine, in the environment or `.env`.
+
+    Silently ignoring them would turn a rehearsal someone meant to be offline into a real deploy.
+    """
+    from dotenv import dotenv_values
+
+    seen = dict(os.environ)
+    if Path(".env").is_file():
+        seen |= {k: v or "" for k, v in dotenv_values(".env").items()}
+    problems = []
+    for key in sorted(k for k in seen if k.startswith(f"{ENV_PREFIX}SIM_")):
+        problems.append(
+            f"{key}: no longer a setting (the simulated engine was retired; every run uses the "
+            "real Pulumi engine). Latency, faults and drift are rehearsed on the local cloud "
+            "(STACKFLOW_CLOUD=local, see 'Local cloud' in the README); remove the variable"
+        )
+    engine = seen.get(f"{ENV_PREFIX}ENGINE")
+    if engine is not None and engine.strip().lower() != "automation":
+        problems.append(
+            f"{ENV_PREFIX}ENGINE: {engine[:40]!r} is no longer accepted (the simulated engine was "
+            "retired; every run uses the real Pulumi engine). Choose where it deploys with "
+            "STACKFLOW_CLOUD=local|aws and remove STACKFLOW_ENGINE"
+        )
+    return problems
+
+
 def get_settings(**overrides: Any) -> Settings:
     """Read and validate settings; keyword overrides win over the environment (e.g. environment="prod").
 
@@ -731,7 +684,7 @@ def get_settings(**overrides: Any) -> Settings:
         SettingsError: one line per bad value, naming its variable and what is accepted.
     """
     sections: dict[str, Any] = {}
-    problems: list[str] = []
+    problems: list[str] = _retired_variables()
     for name, cls in _SECTION_PREFIX.items():
         try:
             sections[name] = cls(**(overrides.pop(name, None) or {}))

@@ -56,7 +56,6 @@ class StackOutcome:
     duration_s: float = 0.0
     outputs: dict[str, OutputValue] = field(default_factory=dict)
     typed: BaseModel | None = None
-    simulated: bool = False
     note: str = ""
     placeholder: bool = False  # outputs stand in for a stack that is not deployed yet
 
@@ -123,7 +122,6 @@ def stack_operation(
     else:  # refresh, drift and destroy do not run the program: no upstream needed
         spec = bare_spec(settings, node)
     listener = _listener(ctx, node, logger)
-    tag = " (simulated)" if engine.simulated else ""
     placeholders = [k for k, v in upstream.items() if v.placeholder]
 
     fp = ""
@@ -133,9 +131,7 @@ def stack_operation(
         cached = None if force or drifted else ctx.fingerprints.load(spec, fp)
         if cached is not None:
             logger.info(
-                "%s unchanged since its last successful up: skipped, no engine call%s",
-                spec.label,
-                tag,
+                "%s unchanged since its last successful up: skipped, no engine call", spec.label
             )
             return StackOutcome(
                 node,
@@ -143,13 +139,12 @@ def stack_operation(
                 "unchanged",
                 outputs=cached,
                 typed=parse_outputs(graph_node, cached),
-                simulated=engine.simulated,
             )
 
     with stack_slot(settings.state_dir, settings.environment, node, logger.info):
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
             logger.warning(
-                "%s: recovered what an interrupted operation left behind%s", spec.label, tag
+                "%s: recovered what an interrupted operation left behind", spec.label
             )
         try:
             if drifted:
@@ -210,7 +205,6 @@ def stack_operation(
         result.duration_s,
         outputs,
         typed,
-        result.simulated,
         note,
         placeholder,
     )

@@ -1,4 +1,4 @@
-"""Stack engines: one interface (`Engine`), two implementations chosen by settings."""
+"""The stack engine: one interface (`Engine`), implemented by the Pulumi Automation API."""
 
 from __future__ import annotations
 
@@ -36,11 +36,7 @@ __all__ = [
 
 
 def get_engine(settings: Settings) -> Engine:
-    """The engine that settings choose; imports only that implementation."""
-    if settings.engine == "simulated":
-        from stackflow.engine.simulated import SimulatedEngine
-
-        return SimulatedEngine(settings)
+    """The real Pulumi engine for these settings (the cloud they name); imported on first use."""
     from stackflow.engine.automation import AutomationEngine
 
     engine: Engine = AutomationEngine(settings)

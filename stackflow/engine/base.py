@@ -1,7 +1,7 @@
 """The one interface flows use to act on a stack, and the typed values that cross it.
 
-Two implementations: `automation` (Pulumi Automation API, production) and `simulated` (Pulumi's mock
-runtime, offline). Neither is imported here, so choosing one costs nothing for the other.
+The implementation is `stackflow.engine.automation` (the Pulumi CLI through the Automation API);
+it is not imported here, so code that only needs these types does not pay for `pulumi.automation`.
 """
 
 from __future__ import annotations
@@ -120,7 +120,6 @@ class OperationResult:
     changes: ChangeCounts
     outputs: Mapping[str, OutputValue]
     duration_s: float
-    simulated: bool
     engine: str
 
     def shown_outputs(self) -> dict[str, Any]:
@@ -169,7 +168,6 @@ class Engine(Protocol):
     """Acts on stacks. Implementations are safe to call from several threads on different stacks."""
 
     name: str
-    simulated: bool
 
     def run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack.

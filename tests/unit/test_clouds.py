@@ -15,14 +15,13 @@ pytestmark = pytest.mark.unit
 
 
 def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: Path) -> None:
-    local = get_settings(state_dir=tmp_path, environment="dev", engine="automation", cloud="local")
+    local = get_settings(state_dir=tmp_path, environment="dev", cloud="local")
     record_deploy(local)
     check_cloud(local)  # the same cloud: fine
 
     aws = get_settings(
         state_dir=tmp_path,
         environment="dev",
-        engine="automation",
         cloud="aws",
         state_passphrase="correct horse",
     )
@@ -39,8 +38,8 @@ def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: 
 
 
 def test_backends_fingerprints_and_labels_are_per_cloud(tmp_path: Path) -> None:
-    local = get_settings(state_dir=tmp_path, engine="automation", cloud="local")
-    aws = get_settings(state_dir=tmp_path, engine="automation", cloud="aws", state_passphrase="x")
+    local = get_settings(state_dir=tmp_path, cloud="local")
+    aws = get_settings(state_dir=tmp_path, cloud="aws", state_passphrase="x")
     assert local.resolved_backend_url == f"file://{tmp_path / 'pulumi-local'}"
     assert aws.resolved_backend_url == f"file://{tmp_path / 'pulumi-aws'}"
     assert (local.target_label, aws.target_label) == ("local cloud", "AWS")
@@ -54,13 +53,12 @@ def test_backends_fingerprints_and_labels_are_per_cloud(tmp_path: Path) -> None:
 def test_a_deletion_protected_database_is_refused_before_a_destroy(tmp_path: Path) -> None:
     from stackflow.errors import DeletionProtected
 
-    prod = get_settings(state_dir=tmp_path, environment="prod", engine="automation")
+    prod = get_settings(state_dir=tmp_path, environment="prod")
     with pytest.raises(DeletionProtected, match="deletion protection"):
         prod.confirm_database_deletable()
     lifted = get_settings(
         state_dir=tmp_path,
         environment="prod",
-        engine="automation",
         database={"deletion_protection": False},
     )
     lifted.confirm_database_deletable()

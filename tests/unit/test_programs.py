@@ -22,7 +22,7 @@ from programs.app import AppArgs, AppOutputs, app
 from programs.common import BaseArgs, fit_name, tags
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking, subnet_cidrs
-from stackflow.engine.mockruntime import AwsMocks, MockedResource, ProgramRun, run_program
+from tests.unit.pulumi_mocks import AwsMocks, MockedResource, ProgramRun, run_program
 
 pytestmark = pytest.mark.unit
 

@@ -49,11 +49,11 @@ BAD_VALUES = [
         ["STACKFLOW_DATABASE_BACKUP_RETENTION_DAYS"],
     ),
     ("STACKFLOW_DATABASE_ENGINE_VERSION", "5.7", ["STACKFLOW_DATABASE_ENGINE_VERSION", "8.0"]),
-    ("STACKFLOW_ENGINE", "terraform", ["STACKFLOW_ENGINE", "automation", "simulated"]),
+    ("STACKFLOW_CLOUD", "azure", ["STACKFLOW_CLOUD", "local", "aws"]),
     ("STACKFLOW_BACKEND_URL", "ftp://state", ["STACKFLOW_BACKEND_URL", "s3://"]),
     ("STACKFLOW_SECRETS_PROVIDER", "vault://x", ["STACKFLOW_SECRETS_PROVIDER", "awskms://"]),
-    ("STACKFLOW_SIM_LATENCY_S", "fast", ["STACKFLOW_SIM_LATENCY_S", "JSON"]),
-    ("STACKFLOW_SIM_LATENCY_S", '{"*": -1}', ["STACKFLOW_SIM_LATENCY_S"]),
+    ("STACKFLOW_ENGINE", "simulated", ["STACKFLOW_ENGINE", "retired", "STACKFLOW_CLOUD"]),
+    ("STACKFLOW_SIM_LATENCY_S", '{"*": 1}', ["STACKFLOW_SIM_LATENCY_S", "retired", "local cloud"]),
     ("STACKFLOW_STACK_RETRIES", "-1", ["STACKFLOW_STACK_RETRIES"]),
 ]
 
@@ -87,7 +87,6 @@ def test_every_bad_value_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_the_local_cloud_needs_no_passphrase_from_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STACKFLOW_ENGINE", "automation")
     settings = get_settings()
     assert (settings.cloud, settings.state_passphrase) == ("local", None)
     assert settings.target_label == "local cloud"
@@ -96,12 +95,11 @@ def test_the_local_cloud_needs_no_passphrase_from_the_user(monkeypatch: pytest.M
 def test_the_aws_cloud_needs_a_passphrase_or_a_secrets_provider(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("STACKFLOW_ENGINE", "automation")
     monkeypatch.setenv("STACKFLOW_CLOUD", "aws")
     with pytest.raises(SettingsError, match="STACKFLOW_STATE_PASSPHRASE"):
         get_settings()
     monkeypatch.setenv("STACKFLOW_SECRETS_PROVIDER", "awskms://alias/stackflow")
-    assert get_settings().engine == "automation"
+    assert get_settings().secrets_provider == "awskms://alias/stackflow"
     monkeypatch.delenv("STACKFLOW_SECRETS_PROVIDER")
     monkeypatch.setenv("STACKFLOW_STATE_PASSPHRASE", "correct horse")
     assert get_settings().state_passphrase is not None
@@ -204,3 +202,15 @@ def test_the_readme_table_is_the_generated_one() -> None:
         assert row in readme, (
             f"README's settings table is stale at {name}: run scripts/settings_table.py"
         )
+
+
+def test_a_retired_simulator_setting_in_dotenv_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `.env` left from the simulated engine must not turn an offline rehearsal into a deploy."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("STACKFLOW_SIM_DRIFT=[\"app\"]\n")
+    with pytest.raises(SettingsError, match="STACKFLOW_SIM_DRIFT: no longer a setting"):
+        get_settings()
+    (tmp_path / ".env").write_text("STACKFLOW_ENGINE=automation\n")
+    assert get_settings().cloud == "local"  # the one value that still means what it did

@@ -1,8 +1,8 @@
-"""Runs a Pulumi program in-process under Pulumi's own mock runtime (`pulumi.runtime.set_mocks`).
+"""Runs a Pulumi program in-process under Pulumi's own mock runtime (`pulumi.runtime.set_mocks`),
+for the programs' unit tests: what they declare, with which inputs, and what they export.
 
-The simulated engine and the program tests both use it. Each run gets its own thread, event loop
-and `contextvars.Context`: the SDK keeps its runtime settings in context variables, so runs on
-different stacks can proceed at the same time without seeing each other's resources.
+Each run gets its own thread, event loop and `contextvars.Context`: the SDK keeps its runtime
+settings in context variables, so one run never sees another's resources.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import contextvars
 import hashlib
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +22,7 @@ from pulumi.runtime.stack import run_pulumi_func, wait_for_rpcs
 from stackflow.engine.base import OutputValue, ProgramFn
 
 # Two mock runs at once deadlock inside the SDK (not all of its state is context-local), so runs
-# take turns; each takes milliseconds, and simulated latency is spent outside this lock.
+# take turns; each takes milliseconds.
 _RUNTIME_LOCK = threading.Lock()
 
 ACCOUNT_ID = "123456789012"  # AWS's documentation account id: obviously not a real account
@@ -48,9 +47,6 @@ class ProgramRun:
     resources: dict[str, MockedResource] = field(default_factory=dict)
     exports: dict[str, OutputValue] = field(default_factory=dict)
     calls: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
-    # The runtime is one per process: runs take turns. How long this one waited, then ran.
-    lock_wait_s: float = 0.0
-    run_s: float = 0.0
 
     def of_type(self, type_: str) -> list[MockedResource]:
         """Resources of a type token, e.g. 'aws:ec2/subnet:Subnet'."""
@@ -68,24 +64,11 @@ def _short_hash(*parts: str, length: int = 8) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:length]
 
 
-@dataclass(frozen=True)
-class DatabaseBinding:
-    """A real MySQL the simulated database stack stands for, so migrations run for real."""
-
-    host: str
-    port: int
-    user: str
-    password: str = field(repr=False)
-    database: str
-
-
 class AwsMocks(pulumi_mocks.Mocks):
     """Deterministic, AWS-shaped ids, ARNs, endpoints and DNS names for the resources we use."""
 
-    def __init__(
-        self, project: str, stack: str, region: str, binding: DatabaseBinding | None = None
-    ) -> None:
-        self.project, self.stack, self.region, self.binding = project, stack, region, binding
+    def __init__(self, project: str, stack: str, region: str) -> None:
+        self.project, self.stack, self.region = project, stack, region
         self.registered: list[tuple[str, str, dict[str, Any]]] = []
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
         self._lock = threading.Lock()
@@ -134,16 +117,8 @@ class AwsMocks(pulumi_mocks.Mocks):
             out.setdefault("ownerId", ACCOUNT_ID)
         elif typ == "aws:rds/instance:Instance":
             rid = physical
-            if self.binding is not None:
-                out.update(
-                    address=self.binding.host,
-                    port=self.binding.port,
-                    username=self.binding.user,
-                    dbName=self.binding.database,
-                )
-            else:
-                out["address"] = f"{physical}.c{h[:12]}.{region}.rds.amazonaws.com"
-                out.setdefault("port", 3306)
+            out["address"] = f"{physical}.c{h[:12]}.{region}.rds.amazonaws.com"
+            out.setdefault("port", 3306)
             out["endpoint"] = f"{out['address']}:{out['port']}"
             out["arn"] = self._arn("rds", f"db:{physical}")
             out["resourceId"] = f"db-{h.upper()[:26]}"
@@ -193,11 +168,8 @@ class AwsMocks(pulumi_mocks.Mocks):
             out["arn"] = rid
         elif typ == "random:index/randomPassword:RandomPassword":
             rid = "none"
-            if self.binding is not None:
-                out["result"] = self.binding.password
-            else:
-                length = int(inputs.get("length", 32))
-                out["result"] = hashlib.sha256(f"sim-password:{h}".encode()).hexdigest()[:length]
+            length = int(inputs.get("length", 32))
+            out["result"] = hashlib.sha256(f"mock-password:{h}".encode()).hexdigest()[:length]
         with self._lock:
             self.registered.append((typ, name, inputs))
         return rid, out
@@ -215,7 +187,7 @@ class AwsMocks(pulumi_mocks.Mocks):
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {
                 "accountId": ACCOUNT_ID,
-                "arn": self._arn("iam", "user/simulated", False),
+                "arn": self._arn("iam", "user/mocked", False),
                 "id": ACCOUNT_ID,
             }, []
         if args.token in ("aws:index/getRegion:getRegion", "aws:index/getRegion:getRegion"):
@@ -252,16 +224,12 @@ def run_program(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str
     thread = threading.Thread(
         target=ctx.run, args=(in_thread,), name=f"pulumi-mock-{project}-{stack}"
     )
-    requested = time.perf_counter()
     with _RUNTIME_LOCK:
-        acquired = time.perf_counter()
         thread.start()
         thread.join()
-        released = time.perf_counter()
     if "error" in box:
         raise box["error"]
     result: ProgramRun = box["run"]
-    result.lock_wait_s, result.run_s = acquired - requested, released - acquired
     return result
 
 
