@@ -14,6 +14,16 @@ Spec (JSON):
 A latency selector is `*`, a node (`networking`, `database`, `app`), an environment (`env:dev`) or
 a type token; the largest matching latency applies. A fault's match keys are optional (absent:
 any); `count` null means forever. The first matching fault that has counts left is consumed.
+
+A fault's kind says what the plugin does with the call it hits:
+
+    transient   refuse it with an AWS error a retry may get past (default: Throttling)
+    permanent   refuse it with an AWS error a retry will not fix (default: InvalidParameterValue)
+    hang        never answer, until the engine cancels the update or kills the plugin
+    crash       end the plugin process at once, mid-call, without answering (`os._exit`): a
+                provider that crashed; `code` and `message` are not used
+
+Refusals read as pulumi-aws prints an AWS error: the call's `code` and `message`, StatusCode 400.
 """
 
 from __future__ import annotations
@@ -33,12 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stackflow.errors import StackflowError
 
 Operation = Literal["create", "update", "delete", "read"]
-FaultKind = Literal["transient", "permanent", "hang"]
+FaultKind = Literal["transient", "permanent", "hang", "crash"]
 
 _DEFAULT_ERRORS: dict[str, tuple[str, str]] = {
     "transient": ("Throttling", "Rate exceeded"),
     "permanent": ("InvalidParameterValue", "refused by the local cloud's fault knobs"),
     "hang": ("RequestTimeout", "the local cloud's fault knobs made this call hang"),
+    "crash": ("", ""),  # no answer: the plugin exits
 }
 
 
@@ -51,7 +62,10 @@ class Fault(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: FaultKind = Field(description="transient (retryable), permanent, or hang (never answer).")
+    kind: FaultKind = Field(
+        description="transient (retryable), permanent, hang (never answer) or crash (the plugin "
+        "exits mid-call)."
+    )
     code: str | None = Field(None, description="AWS error code; default per kind (Throttling...).")
     message: str | None = Field(None, description="AWS error message; default per kind.")
     count: int | None = Field(None, ge=0, description="How many calls it hits; null: every call.")
@@ -106,7 +120,7 @@ class KnobSpec(BaseModel):
             raise KnobsError(
                 f"invalid local cloud knob spec ({problems}); expected "
                 '{"latency_s": {"<*|node|env:NAME|type token>": seconds}, "faults": '
-                '[{"kind": "transient|permanent|hang", "count": N|null, ...}]}'
+                '[{"kind": "transient|permanent|hang|crash", "count": N|null, ...}]}'
             ) from None
 
     def dump(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ T = TypeVar("T")
 PACKAGES = {"aws": "pulumi-aws", "random": "pulumi-random"}
 ENDPOINT_ENV = "STACKFLOW_LOCALCLOUD_URL"
 DEFAULT_REGION = "eu-west-1"
+CRASH_EXIT_CODE = 70  # the exit status of a plugin that a `crash` knob ended (EX_SOFTWARE)
 _NAME_PREFIX_SUFFIX = 26  # terraform's prefixed unique ids: prefix + 26 characters
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])
 
@@ -195,6 +196,8 @@ class ProviderServicer:
             return
         if fault.get("kind") == "hang":
             threading.Event().wait()  # until the engine kills this plugin
+        if fault.get("kind") == "crash":
+            os._exit(CRASH_EXIT_CODE)  # no answer, no cleanup: the engine sees its provider die
         service, call = _api_call_for(token, operation)
         self._service.current = service
         raise FaultInjected(
