@@ -1,10 +1,10 @@
 """The automation engine: real stacks through the Pulumi Automation API and the Pulumi CLI.
 
-The only module in the project that imports `pulumi.automation`. Each stack gets a LocalWorkspace
-with an inline program, in its own folder under the state folder (Pulumi.yaml and the stack's
-config file, with the passphrase's salt, survive between runs there). Raw CLI text becomes typed,
-redacted errors in one place (`classify`); log lines and engine events reach the caller through
-the listener, never through prints.
+With `stackflow.engine.errors`, the only module in the project that imports `pulumi.automation`.
+Each stack gets a LocalWorkspace with an inline program, in its own folder under the state folder
+(Pulumi.yaml and the stack's config file, with the passphrase's salt, survive between runs there).
+Raw CLI text becomes typed, redacted errors in one place (`stackflow.engine.errors.classify`); log
+lines and engine events reach the caller through the listener, never through prints.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from itertools import pairwise
 from pathlib import Path
@@ -37,13 +36,16 @@ from stackflow.engine.base import (
     StackSpec,
     Stopwatch,
 )
+from stackflow.engine.errors import classify as classify
+from stackflow.engine.errors import error_detail as _detail
+from stackflow.engine.errors import is_lock_conflict as _is_lock_conflict
+from stackflow.engine.errors import is_transient_error as is_transient_error
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
     PermanentStackError,
     StackError,
     StackflowError,
-    TransientStackError,
 )
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
@@ -72,130 +74,6 @@ _CHANGE = {
     "read-replacement": "same",
     "refresh": "refresh",
 }
-_MAX_DETAIL_LINES = 20
-_MAX_DETAIL_CHARS = 4000
-
-
-# --- errors: raw CLI text -> typed, redacted errors, in one place ------------------------------
-
-
-@dataclass(frozen=True)
-class _Rule:
-    transient: bool
-    reason: str
-    markers: tuple[str, ...] = ()
-    types: tuple[type[BaseException], ...] = ()
-
-    def matches(self, exc: BaseException, text: str) -> bool:
-        return isinstance(exc, self.types) or any(m.lower() in text for m in self.markers)
-
-
-# The texts the Pulumi CLI and the AWS provider print; see pulumi/automation/errors.py.
-_LOCK = _Rule(
-    True,
-    "another update holds the stack's lock",
-    markers=("the stack is currently locked by", "Another update is currently in progress"),
-    types=(auto.ConcurrentUpdateError,),
-)
-# First match wins: what a retry cannot fix is checked before what it can.
-_RULES = (
-    _LOCK,
-    _Rule(
-        False,
-        "the Pulumi state passphrase is missing or wrong (STACKFLOW_STATE_PASSPHRASE)",
-        markers=("passphrase must be set", "incorrect passphrase"),
-    ),
-    _Rule(
-        False,
-        "AWS credentials are missing, expired or not allowed (STACKFLOW_AWS_PROFILE or the AWS_* "
-        "variables)",
-        markers=(
-            "NoCredentialProviders",
-            "InvalidClientTokenId",
-            "ExpiredToken",
-            "AccessDenied",
-            "UnrecognizedClientException",
-        ),
-    ),
-    _Rule(False, "a required config value is missing", markers=("Missing required configuration",)),
-    _Rule(
-        False,
-        "the Pulumi program failed",
-        types=(auto.CompilationError, auto.InlineSourceRuntimeError, auto.RuntimeError),
-    ),
-    _Rule(
-        True,
-        "AWS throttled the requests",
-        markers=("Throttling", "Rate exceeded", "TooManyRequestsException", "RequestLimitExceeded"),
-    ),
-    _Rule(
-        True,
-        "a network call failed",
-        markers=(
-            "connection reset",
-            "i/o timeout",
-            "no such host",
-            "TLS handshake timeout",
-            "503 Service Unavailable",
-            "dial tcp",
-        ),
-        types=(ConnectionError, TimeoutError),
-    ),
-)
-_UNKNOWN = _Rule(False, "the Pulumi CLI failed")
-
-
-def _rule(exc: BaseException) -> _Rule:
-    text = str(exc).lower()
-    return next((rule for rule in _RULES if rule.matches(exc, text)), _UNKNOWN)
-
-
-def _detail(exc: BaseException) -> str:
-    """The useful part of an error: stderr and stdout's error lines, not the whole update log."""
-    text = str(exc)
-    if isinstance(exc, auto.CommandError):
-        head, _, stderr = text.partition("\n stderr: ")
-        stdout = head.partition("\n stdout: ")[2]
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        lines += [line.strip() for line in stdout.splitlines() if "error" in line.lower()]
-        text = "\n".join(list(dict.fromkeys(lines))[-_MAX_DETAIL_LINES:]) or text.strip()
-    elif not text:
-        text = type(exc).__name__
-    return text[-_MAX_DETAIL_CHARS:]
-
-
-def is_transient_error(exc: BaseException) -> bool:
-    """Whether a retry may fix `exc` (a lock held, throttling, the network).
-
-    Args:
-        exc: an error from the Automation API, or one of ours.
-    """
-    if isinstance(exc, StackError):
-        return isinstance(exc, TransientStackError)
-    return _rule(exc).transient
-
-
-def classify(exc: BaseException, stack_label: str, redactor: Redactor) -> StackError:
-    """Turn an Automation API error into a transient or permanent stack error.
-
-    The message is redacted before it is put in the exception, so the exception never carries a
-    secret. Unknown errors are permanent: retrying what nobody understood hides it for longer.
-
-    Args:
-        exc: the error the Automation API (or the CLI under it) raised.
-        stack_label: the stack, as people name it (environment/node).
-        redactor: knows the secrets to mask.
-    """
-    if isinstance(exc, StackError):
-        return exc
-    rule = _rule(exc)
-    message = redactor(f"{rule.reason}: {_detail(exc)}")
-    kind = TransientStackError if rule.transient else PermanentStackError
-    return kind(stack_label, message)
-
-
-def _is_lock_conflict(exc: BaseException) -> bool:
-    return _LOCK.matches(exc, str(exc).lower())
 
 
 # --- small helpers -----------------------------------------------------------------------------

@@ -53,7 +53,8 @@ DB_PASSWORD = "hunter2-very-long-db-password"
 GENERATED = "generated-Secret-Output-42"
 CLI_VERSION = version("pulumi")  # the engine accepts exactly the SDK's version
 
-# Real Pulumi CLI texts (see pulumi/automation/errors.py for the ones the SDK itself matches).
+# Pulumi CLI texts, as the SDK matches them (pulumi/automation/errors.py). The real texts of each
+# kind of failure, captured from the CLI, are classified in tests/unit/test_cli_error_texts.py.
 LOCKED = (
     "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to "
     "end or delete the lock file with `pulumi cancel`.\n"
@@ -61,10 +62,6 @@ LOCKED = (
     "me@host (pid 4242) at 2024-05-01T10:00:00Z"
 )
 CONFLICT = "error: [409] Conflict: Another update is currently in progress."
-NO_PASSPHRASE = (
-    "error: passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE "
-    "environment variables"
-)
 
 
 # --- the recording fake -------------------------------------------------------------------------
@@ -538,24 +535,12 @@ def test_boundary_output_lines_are_redacted(tmp_path: Path, fake: FakePulumi) ->
 # --- errors -------------------------------------------------------------------------------------
 
 
+# Texts the local cloud cannot produce (Pulumi Cloud's lock, the network, compilers); the ones it
+# can are real captured texts in tests/unit/test_cli_error_texts.py.
 @pytest.mark.parametrize(
     ("stderr", "stdout", "transient"),
     [
-        pytest.param(LOCKED, "", True, id="self-managed-backend-lock"),
         pytest.param(CONFLICT, "", True, id="cloud-409-conflict"),
-        pytest.param(
-            "",
-            "error: creating EC2 VPC: operation error EC2: CreateVpc, https response error "
-            "StatusCode: 400, api error RequestLimitExceeded: Request limit exceeded.",
-            True,
-            id="request-limit-exceeded",
-        ),
-        pytest.param(
-            "",
-            "error: reading RDS DB Instance: ThrottlingException: Rate exceeded",
-            True,
-            id="throttling",
-        ),
         pytest.param(
             "error: failed to get credentials: dial tcp: lookup sts.eu-west-1.amazonaws.com: "
             "no such host",
@@ -568,46 +553,10 @@ def test_boundary_output_lines_are_redacted(tmp_path: Path, fake: FakePulumi) ->
         ),
         pytest.param("error: [503] 503 Service Unavailable", "", True, id="backend-unavailable"),
         pytest.param("", "program.py:3: syntax error: unexpected indent", False, id="compile"),
-        pytest.param(
-            "", "python inline source runtime error: boom", False, id="inline-program-error"
-        ),
-        pytest.param(
-            "",
-            "    error: an unhandled error occurred: Program exited with non-zero exit code: 1",
-            False,
-            id="program-error",
-        ),
-        pytest.param(NO_PASSPHRASE, "", False, id="passphrase-missing"),
-        pytest.param(
-            'error: constructing secrets manager of type "passphrase": incorrect passphrase',
-            "",
-            False,
-            id="passphrase-wrong",
-        ),
-        pytest.param(
-            "",
-            "error: configuring Terraform AWS Provider: no valid credential sources for "
-            "Terraform AWS Provider found.\nNoCredentialProviders: no valid providers in chain",
-            False,
-            id="no-credentials",
-        ),
-        pytest.param(
-            "",
-            "error: operation error STS: GetCallerIdentity, api error ExpiredToken: The security "
-            "token included in the request is expired",
-            False,
-            id="expired-token",
-        ),
-        pytest.param(
-            "error: Missing required configuration variable 'aws:region'",
-            "",
-            False,
-            id="missing-config",
-        ),
         pytest.param("error: something nobody has seen before", "", False, id="unknown"),
     ],
 )
-def test_boundary_classifies_real_pulumi_error_texts(
+def test_boundary_classifies_error_texts_beyond_the_local_cloud(
     stderr: str, stdout: str, transient: bool
 ) -> None:
     exc = command_error(stderr, stdout)

@@ -1,0 +1,354 @@
+"""Raw Pulumi CLI text -> typed, redacted stack errors, in one place.
+
+What the Pulumi CLI, its SDK and pulumi-aws print when something fails is read here and nowhere
+else. Every kind of failure the engine meets is kept as a real text, captured from the real CLI
+against the local cloud (`tests/fixtures/cli_texts/`, made by `tests/fixtures/capture_cli_texts.py`),
+and `tests/unit/test_cli_error_texts.py` fails when one of them no longer classifies as documented.
+
+AWS's refusals are classified on AWS's error code inside the shape pulumi-aws prints them in (the
+AWS SDK for Go v2's, through the provider):
+
+    <verb> <what>: operation error <Service>: <Operation>, https response error StatusCode: <n>,
+    RequestID: <id>, api error <Code>: <message>
+
+never on the words around it or on the message: those are the provider's (or, on the local cloud,
+our plugin's), and they change. The codes are the AWS SDKs' own retry lists (botocore's and the Go
+SDK's standard retryer: throttling codes, transient codes, HTTP 429 and 5xx), plus the codes AWS
+answers for credentials it does not accept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pulumi.automation as auto
+
+from stackflow.errors import PermanentStackError, StackError, TransientStackError
+from stackflow.redact import Redactor
+
+_MAX_DETAIL_LINES = 20
+_MAX_DETAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a failure is.
+
+    Attributes:
+        category: a short stable name (lock, passphrase, plugin-missing, aws-throttled, ...).
+        transient: whether a retry may fix it.
+        reason: what people are told, before the CLI's own lines; names the setting at fault.
+    """
+
+    category: str
+    transient: bool
+    reason: str
+
+
+# --- AWS's errors, by their code -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AwsError:
+    """One AWS refusal as pulumi-aws prints it."""
+
+    service: str
+    operation: str
+    status: int
+    request_id: str
+    code: str | None
+    message: str
+
+    @property
+    def call(self) -> str:
+        """The AWS call, e.g. `EC2 CreateVpc`."""
+        return f"{self.service} {self.operation}"
+
+
+_AWS_ERROR = re.compile(
+    r"operation error (?P<service>[^:,\n]+): (?P<operation>\w+), "
+    r"(?:exceeded maximum number of attempts, \d+, )?"
+    r"https response error StatusCode: (?P<status>\d+), RequestID: (?P<request_id>[^,\n]*), "
+    r"(?:api error (?P<code>[\w.]+): (?P<message>[^\n]*))?"
+)
+# botocore/retries/standard.py and aws-sdk-go-v2's aws/retry: retried as throttling.
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "EC2ThrottledException",
+    }
+)
+# The same sources' transient codes, and the codes AWS's services answer with a 5xx.
+TRANSIENT_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "InternalServiceError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "Unavailable",
+    }
+)
+# AWS did not accept who is calling (the keys, their token or their signature) or what they may do.
+CREDENTIALS_CODES = frozenset(
+    {
+        "AuthFailure",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidSignatureException",
+        "IncompleteSignature",
+        "MissingAuthenticationToken",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnauthorizedOperation",
+    }
+)
+_CREDENTIALS_SETTING = "STACKFLOW_AWS_PROFILE or the AWS_* variables"
+# When one update meets several refusals, the first kind here decides.
+_AWS_PRECEDENCE = ("aws-credentials", "aws-refused", "aws-unavailable", "aws-throttled")
+
+
+def aws_errors(text: str) -> list[AwsError]:
+    """Every distinct AWS refusal in `text` (pulumi-aws's shape; no HTTP answer: none), in order."""
+    found: dict[AwsError, None] = {}
+    for match in _AWS_ERROR.finditer(text):
+        error = AwsError(
+            service=match["service"].strip(),
+            operation=match["operation"],
+            status=int(match["status"]),
+            request_id=match["request_id"].strip(),
+            code=match["code"],
+            message=(match["message"] or "").strip(),
+        )
+        if error.status or error.code:  # StatusCode 0: nothing answered; the network rules decide
+            found.setdefault(error)
+    return list(found)
+
+
+def aws_diagnosis(error: AwsError) -> Diagnosis:
+    """Classify one AWS refusal on its code (and HTTP status), never on its message."""
+    code, status, call = error.code, error.status, error.call
+    said = f"{code or f'HTTP {status}'} on {call}"
+    if code in CREDENTIALS_CODES:
+        return Diagnosis(
+            "aws-credentials",
+            False,
+            f"AWS refused the credentials or what they may do ({said}); check "
+            f"{_CREDENTIALS_SETTING}",
+        )
+    if code in THROTTLING_CODES or status == 429:
+        return Diagnosis("aws-throttled", True, f"AWS throttled the requests ({said})")
+    if code in TRANSIENT_CODES or 500 <= status <= 599:
+        return Diagnosis("aws-unavailable", True, f"AWS failed to serve the request ({said})")
+    return Diagnosis("aws-refused", False, f"AWS refused the request ({said})")
+
+
+def _aws(exc: BaseException, text: str) -> Diagnosis | None:
+    diagnoses = [aws_diagnosis(error) for error in aws_errors(text)]
+    if not diagnoses:
+        return None
+    return min(diagnoses, key=lambda d: _AWS_PRECEDENCE.index(d.category))
+
+
+# --- the CLI's and the SDK's words ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A failure recognised by the SDK's exception type or by the CLI's words (lower-cased)."""
+
+    category: str
+    transient: bool
+    reason: str
+    markers: tuple[str, ...] = ()
+    types: tuple[type[BaseException], ...] = ()
+
+    def __call__(self, exc: BaseException, text: str) -> Diagnosis | None:
+        lowered = text.lower()
+        if isinstance(exc, self.types) or any(m.lower() in lowered for m in self.markers):
+            return Diagnosis(self.category, self.transient, self.reason)
+        return None
+
+
+_LOCK = _Rule(
+    "lock",
+    True,
+    "another update holds the stack's lock",
+    # A self-managed backend's words, then Pulumi Cloud's; the SDK types both (errors.py).
+    markers=("the stack is currently locked by", "Another update is currently in progress"),
+    types=(auto.ConcurrentUpdateError,),
+)
+_PASSPHRASE = _Rule(
+    "passphrase",
+    False,
+    "the Pulumi state passphrase is missing or wrong (STACKFLOW_STATE_PASSPHRASE; on the local "
+    "cloud, the passphrase file in its folder)",
+    markers=("passphrase must be set", "incorrect passphrase"),
+)
+_PLUGIN_MISSING = re.compile(
+    r"no resource plugin '(?P<plugin>[^']+)' found in the workspace(?: at version (?P<version>\S+))?"
+)
+_PLUGIN_CRASHED = re.compile(r"Detected that (?P<path>\S+) exited prematurely")
+
+
+def _plugin_missing(exc: BaseException, text: str) -> Diagnosis | None:
+    match = _PLUGIN_MISSING.search(text)
+    if match is None:
+        return None
+    plugin = " ".join(filter(None, (match["plugin"], match["version"])))
+    return Diagnosis(
+        "plugin-missing",
+        False,
+        f"the provider plugin {plugin} is not installed where the CLI looks (PULUMI_HOME's "
+        "plugins, then PATH; stackflow installs its plugins before the first operation)",
+    )
+
+
+def _plugin_crashed(exc: BaseException, text: str) -> Diagnosis | None:
+    match = _PLUGIN_CRASHED.search(text)
+    if match is None:
+        return None
+    return Diagnosis(
+        "plugin-crash",
+        False,
+        f"the provider plugin {os.path.basename(match['path'])} crashed mid-operation (the CLI "
+        "calls that a bug in the provider)",
+    )
+
+
+# pulumi-aws's own words when it finds no credentials at all (it makes no AWS call, so there is no
+# code): pulumi/pulumi-aws#3310. The local cloud never says this: its plugin uses fixed ones.
+_AWS_NO_CREDENTIALS = _Rule(
+    "aws-credentials",
+    False,
+    f"AWS credentials are missing or not valid; check {_CREDENTIALS_SETTING}",
+    markers=("No valid credential sources found", "Invalid credentials configured"),
+)
+_CONFIG = _Rule(
+    "config",
+    False,
+    "a required config value is missing",
+    markers=("Missing required configuration",),
+)
+_PROGRAM = _Rule(
+    "program",
+    False,
+    "the Pulumi program failed",
+    types=(auto.CompilationError, auto.InlineSourceRuntimeError, auto.RuntimeError),
+)
+_NETWORK = _Rule(
+    "network",
+    True,
+    "a network call failed",
+    markers=(
+        "connection reset",
+        "i/o timeout",
+        "no such host",
+        "TLS handshake timeout",
+        "503 Service Unavailable",
+        "dial tcp",
+    ),
+    types=(ConnectionError, TimeoutError),
+)
+UNKNOWN = Diagnosis("unknown", False, "the Pulumi CLI failed")
+
+# First match wins. The lock comes first (nothing else runs while it is held); then what stops the
+# CLI before any resource is touched; then AWS's codes, before the program rule, because an AWS
+# refusal inside a program's data-source call makes the SDK type the whole text a program error.
+_CHECKS: tuple[Callable[[BaseException, str], Diagnosis | None], ...] = (
+    _LOCK,
+    _PASSPHRASE,
+    _plugin_missing,
+    _plugin_crashed,
+    _aws,
+    _AWS_NO_CREDENTIALS,
+    _CONFIG,
+    _PROGRAM,
+    _NETWORK,
+)
+
+
+def diagnose(exc: BaseException) -> Diagnosis:
+    """What `exc` (an Automation API error, or anything raised beside it) is; unknown: permanent.
+
+    Args:
+        exc: the error; its text is what the CLI printed (exit code, stdout, stderr).
+    """
+    text = str(exc)
+    for check in _CHECKS:
+        found = check(exc, text)
+        if found is not None:
+            return found
+    return UNKNOWN
+
+
+def error_detail(exc: BaseException) -> str:
+    """The useful part of an error: stderr and stdout's error lines, not the whole update log."""
+    text = str(exc)
+    if isinstance(exc, auto.CommandError):
+        head, _, stderr = text.partition("\n stderr: ")
+        stdout = head.partition("\n stdout: ")[2]
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        lines += [line.strip() for line in stdout.splitlines() if "error" in line.lower()]
+        text = "\n".join(list(dict.fromkeys(lines))[-_MAX_DETAIL_LINES:]) or text.strip()
+    elif not text:
+        text = type(exc).__name__
+    return text[-_MAX_DETAIL_CHARS:]
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """Whether `exc` says another update holds the stack's lock."""
+    return _LOCK(exc, str(exc)) is not None
+
+
+def is_transient_error(exc: BaseException) -> bool:
+    """Whether a retry may fix `exc` (a lock held, throttling, AWS unavailable, the network).
+
+    Args:
+        exc: an error from the Automation API, or one of ours.
+    """
+    if isinstance(exc, StackError):
+        return isinstance(exc, TransientStackError)
+    return diagnose(exc).transient
+
+
+def classify(exc: BaseException, stack_label: str, redactor: Redactor) -> StackError:
+    """Turn an Automation API error into a transient or permanent stack error.
+
+    The message is redacted before it is put in the exception, so the exception never carries a
+    secret. Unknown errors are permanent: retrying what nobody understood hides it for longer.
+
+    Args:
+        exc: the error the Automation API (or the CLI under it) raised.
+        stack_label: the stack, as people name it (environment/node).
+        redactor: knows the secrets to mask.
+    """
+    if isinstance(exc, StackError):
+        return exc
+    diagnosis = diagnose(exc)
+    message = redactor(f"{diagnosis.reason}: {error_detail(exc)}")
+    kind = TransientStackError if diagnosis.transient else PermanentStackError
+    return kind(stack_label, message)
