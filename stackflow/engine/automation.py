@@ -198,7 +198,6 @@ class AutomationEngine:
     """Engine on the Pulumi Automation API. Safe for concurrent operations on different stacks."""
 
     name = "automation"
-    simulated = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -549,7 +548,6 @@ class AutomationEngine:
             changes=changes,
             outputs=outputs,
             duration_s=watch.elapsed,
-            simulated=False,
             engine=self.name,
         )
 

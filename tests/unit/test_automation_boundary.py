@@ -313,7 +313,7 @@ def test_boundary_versions_name_sdk_plugins_and_cli(engine: AutomationEngine) ->
 def test_boundary_get_engine_builds_the_automation_engine_lazily(settings: Settings) -> None:
     engine = get_engine(settings)  # no CLI needed until first use
     assert isinstance(engine, AutomationEngine) and isinstance(engine, Engine)
-    assert (engine.name, engine.simulated) == ("automation", False)
+    assert engine.name == "automation"
 
 
 # --- stack selection and workspace --------------------------------------------------------------
@@ -455,10 +455,9 @@ def test_boundary_up_maps_changes_outputs_and_events(
         "replace": 1,
         "same": 2,
     }
-    assert (result.stack, result.operation, result.simulated, result.engine) == (
+    assert (result.stack, result.operation, result.engine) == (
         "networking",
         Operation.UP,
-        False,
         "automation",
     )
     assert result.outputs["vpc_id"].value == "vpc-0abc" and not result.outputs["vpc_id"].secret
