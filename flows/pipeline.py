@@ -335,7 +335,9 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     _publish(summary, settings)
     if summary.failed:
         raise PipelineFailed(summary.failed, summary.as_dict())
-    if op is Operation.UP and not request.stacks:
+    if op is Operation.UP:
+        # a targeted first deploy creates resources too: without a record, an ephemeral
+        # environment deployed stack by stack would never be cleaned up
         record_deploy(settings)
     if op is Operation.DESTROY and not request.stacks:
         forget(settings.state_dir, settings.environment)  # gone: it may be deployed anywhere next

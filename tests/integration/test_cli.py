@@ -1,5 +1,7 @@
 """`python flows/run.py` as users run it: a subprocess against the session's real Prefect server,
-on the simulated engine (the Pulumi engine cannot run here) bound to a real MariaDB schema."""
+on the real Pulumi engine and the session's **local cloud** (moto on loopback, not AWS). The
+commands that deploy a whole environment are tested in test_real_engine.py, on one shared
+environment; these are the CLI's own answers."""
 
 from __future__ import annotations
 
@@ -13,79 +15,67 @@ from typing import Any
 
 import pytest
 
+from tests.realenv import ROOT, STACKS, cli, process_env, real_variables, unique
+
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-STACKS = ("networking", "database", "app")
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the CLI with this process's environment (PREFECT_API_URL and STACKFLOW_* included)."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "flows" / "run.py"), *args],
-        env=dict(os.environ),
-        cwd=cwd or ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+@pytest.fixture
+def env(tmp_path: Path, local_cloud: Any, prefect_server: Any) -> dict[str, str]:
+    """The CLI's environment for one test: its own state folder, the session's local cloud."""
+    return process_env(real_variables(tmp_path / "state", local_cloud, prefect_server))
 
 
-def test_up_prints_a_simulated_summary_and_outputs_json_masks_the_password(
-    pipeline_env: dict[str, Any], tmp_path: Path
-) -> None:
-    up = cli("up", "--env", "dev", cwd=tmp_path)  # any working folder will do
-    assert up.returncode == 0, up.stdout + up.stderr
-    assert "[simulated: nothing was deployed to AWS]" in up.stdout
-    table = up.stdout[up.stdout.index("stack ") :]
-    for stack in (*STACKS, "migrate", "verify"):
-        assert f"\n{stack} " in table
-    assert "engine operations: 3" in up.stdout
-
-    out = cli("outputs", "--env", "dev", "--json")
-    assert out.returncode == 0, out.stderr
-    outputs = json.loads(out.stdout)  # stdout is JSON and nothing else
-    assert sorted(outputs) == sorted(STACKS)
-    assert outputs["database"]["password"] == "[secret]"
-    assert outputs["database"]["port"] == pipeline_env["db"].port
-    assert outputs["networking"]["vpc_id"].startswith("vpc-")
-    assert "simulated" in out.stderr
-    password = pipeline_env["db"].password.get_secret_value()
-    for text in (up.stdout, up.stderr, out.stdout, out.stderr):
-        assert password not in text
-
-
-def test_up_publishes_the_summary_artifact_with_secrets_masked(
-    pipeline_env: dict[str, Any],
-) -> None:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    from flows.pipeline import deploy
-
-    deploy(environment="dev")
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["up-dev"]))
-        )
-    assert artifacts, "no up-dev artifact"
-    latest = max(artifacts, key=lambda a: a.created or 0)
-    markdown = str(latest.data)
-    assert "simulated" in markdown.lower()
+def test_outputs_of_an_environment_never_deployed_says_so(env: dict[str, str]) -> None:
+    """Local cloud: the real backend has no such stacks; each is named, none is an error."""
+    name = unique("pr")
+    result = cli(env, "outputs", "--env", name)
+    assert result.returncode == 0, result.stdout + result.stderr
     for stack in STACKS:
-        assert stack in markdown
-    assert "[secret]" in markdown  # the password output is listed, masked
-    assert pipeline_env["db"].password.get_secret_value() not in markdown
+        assert f"{name}/{stack} [local cloud]: not deployed" in result.stdout, result.stdout
+    as_json = cli(env, "outputs", "--env", name, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {stack: {} for stack in STACKS}
 
 
-def test_outputs_of_an_environment_never_deployed_says_so(pipeline_env: dict[str, Any]) -> None:
-    result = cli("outputs", "--env", "pr-9")
-    assert result.returncode == 0, result.stderr
-    for stack in STACKS:
-        assert f"pr-9/{stack} [simulated]: not deployed" in result.stdout
+def test_cloud_knobs_are_shown_set_and_cleared_for_every_plugin(
+    env: dict[str, str], local_cloud: Any
+) -> None:
+    """`cloud knobs` on the session's local cloud: --set replaces them (what every plugin process
+    then sees), a bad spec is refused naming what is accepted and changes nothing, --clear
+    empties them."""
+    from stackflow.localcloud.knobs import clear_knobs, get_knobs
+
+    name = unique("dev")
+    spec = {
+        "latency_s": {"database": 0.5},
+        "faults": [{"kind": "transient", "count": 2, "environment": name}],
+    }
+    try:
+        done = cli(env, "cloud", "knobs", "--set", json.dumps(spec))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "latency database: 0.5 s per resource operation" in done.stdout
+        assert f"fault transient: 2 call(s) left (environment={name})" in done.stdout
+        assert get_knobs(local_cloud.url).faults[0].environment == name
+
+        bad = cli(env, "cloud", "knobs", "--set", '{"faults": [{"kind": "flaky"}]}')
+        assert bad.returncode == 1 and "faults.0.kind" in bad.stderr, bad.stderr
+        assert "transient|permanent|hang" in bad.stderr and "Traceback" not in bad.stderr
+        shown = cli(env, "cloud", "knobs", "--json")
+        assert json.loads(shown.stdout)["knobs"] == spec  # the refused spec changed nothing
+
+        misplaced = cli(env, "cloud", "status", "--clear")
+        assert misplaced.returncode == 2 and "cloud knobs" in misplaced.stderr
+
+        cleared = cli(env, "cloud", "knobs", "--clear")
+        assert cleared.returncode == 0 and "0 latency knob(s), 0 fault(s)" in cleared.stdout
+        assert get_knobs(local_cloud.url).faults == []
+    finally:
+        clear_knobs(local_cloud.url)
 
 
-def test_graph_prints_every_node_and_edge_as_mermaid() -> None:
-    result = cli("graph")
+def test_graph_prints_every_node_and_edge_as_mermaid(env: dict[str, str]) -> None:
+    result = cli(env, "graph")
     assert result.returncode == 0
     assert result.stdout.startswith("flowchart LR")
     for edge in ("networking --> database", "database --> migrate", "migrate --> app"):
@@ -109,26 +99,40 @@ def test_help_does_not_import_prefect() -> None:
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_a_failed_run_shows_what_happened_then_the_reason_last_simulated(
-    pipeline_env: dict[str, Any],
+def test_a_failed_run_shows_what_happened_then_the_reason_last(
+    env: dict[str, str], local_cloud: Any
 ) -> None:
-    """A permanent fault injected into the simulated database stack: exit 1, the summary table
-    says which stacks ran, failed and did not run, and the reason is the very last line."""
-    from stackflow.engine.simulated import inject_fault
+    """AWS refusing the database's subnet group (a permanent fault from the local cloud's knobs):
+    exit 1, the summary table says which stacks ran, failed and did not run, and the reason, with
+    AWS's error code in pulumi-aws's words, is the very last line."""
+    from stackflow.localcloud.knobs import clear_knobs, set_knobs
 
-    inject_fault(pipeline_env["state_dir"], "database", permanent=True)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "flows" / "run.py"), "up", "--env", "dev"],
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,  # one stream, as a terminal shows it
-        text=True,
-        timeout=240,
-    )
+    name = unique("dev")
+    fault = {
+        "kind": "permanent",
+        "code": "DBSubnetGroupQuotaExceeded",
+        "message": "the local cloud's knob refused this subnet group",
+        "environment": name,
+        "type": "aws:rds/subnetGroup:SubnetGroup",
+    }
+    set_knobs(local_cloud.url, {"faults": [fault]})
+    try:
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "flows" / "run.py"), "up", "--env", name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one stream, as a terminal shows it
+            text=True,
+            timeout=600,
+        )
+    finally:
+        clear_knobs(local_cloud.url)
     assert result.returncode == 1, result.stdout
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert lines[-1].startswith("error: stack 'dev/database'"), lines[-5:]
-    assert "injected permanent fault" in lines[-1]
+    # the reason (which may quote several lines of the engine's output) comes after the table
+    reason = result.stdout[result.stdout.rindex("\nerror: stack '") + 1 :]
+    assert reason.startswith(f"error: stack '{name}/database'"), reason
+    assert "api error DBSubnetGroupQuotaExceeded" in reason, reason
+    assert "stack       status" not in reason and "Traceback" not in reason
     table = result.stdout[result.stdout.rindex("stack       status") :]
     assert re.search(r"^networking\s+updated", table, re.M), table
     assert re.search(r"^database\s+failed", table, re.M), table
@@ -142,7 +146,7 @@ def test_moving_the_local_server_to_another_port_stops_the_old_one(tmp_path: Pat
 
     ports = [free_port(), free_port()]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PREFECT_"))}
-    env |= {"STACKFLOW_STATE_DIR": str(tmp_path / "state"), "STACKFLOW_SIM_MYSQL": "off"}
+    env |= {"STACKFLOW_STATE_DIR": str(tmp_path / "state")}
 
     def server(action: str, port: int) -> str:
         result = subprocess.run(

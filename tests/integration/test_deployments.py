@@ -1,6 +1,7 @@
 """deployments/: what serve.py registers (a parameter form the UI can render, schedules) and
-deployments/prefect.yaml kept in step with it. The flows behind them run on the simulated engine
-elsewhere; here nothing runs, deployments are only registered and read back."""
+deployments/prefect.yaml kept in step with it. The flows behind them run on the real engine in
+test_real_engine.py and the browser tests; here nothing runs, deployments are only registered and
+read back."""
 
 from __future__ import annotations
 

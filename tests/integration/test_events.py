@@ -1,7 +1,8 @@
 """Prefect events emitted by the flows, read back from a real Prefect server's event API, and the
-automation a drift event starts. The flows run on the simulated engine (the Pulumi engine cannot run
-here) with the database stack bound to a real MariaDB; the server, its event store and its
-automation services are real."""
+automation a drift event starts. The flows run on the real Pulumi engine and the session's
+**local cloud** (moto on loopback, not AWS); drift is made the way it happens, by a change made
+through the AWS API behind stackflow's back. The server, its event store and its automation
+services are real."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
-from stackflow.settings import MysqlTarget
+from tests.realenv import outputs, real_variables, unique
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,36 +31,35 @@ EVENT_WAIT_S = 60.0  # events reach the server's store asynchronously (client wo
 
 
 @pytest.fixture
-def sim_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_server: Any, fresh_schema: MysqlTarget
+def real_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_server: Any, local_cloud: Any
 ) -> Iterator[dict[str, Any]]:
-    """STACKFLOW_* settings for one test: simulated engine, its own state folder and schema."""
-    t = fresh_schema
-    password = t.password.get_secret_value()
-    env = {
-        "STACKFLOW_STATE_DIR": str(tmp_path / "state"),
-        "STACKFLOW_ENGINE": "simulated",
-        "STACKFLOW_STATE_PASSPHRASE": "events-passphrase",
-        "STACKFLOW_SIM_MYSQL": "external",
-        "STACKFLOW_SIM_MYSQL_URL": f"mysql://{quote(t.user)}:{quote(password, safe='')}@{t.host}:{t.port}/{t.database}",
-        "STACKFLOW_RETRY_DELAY_S": "0",
-        "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "20",
-    }
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    yield {"state_dir": tmp_path / "state", "password": password}
+    """STACKFLOW_* settings in this process for one test: its own state folder, the session's
+    local cloud."""
+    variables = real_variables(tmp_path / "state", local_cloud, prefect_server)
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+    yield {"state_dir": tmp_path / "state", "variables": variables, "cloud": local_cloud}
     # send what the flows left queued while the server is still up (else the process's exit
     # retries it against a stopped server for about a minute)
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
+    from stackflow.localprefect import drain_prefect_queues
 
-    APILogWorker.drain_all(timeout=15)
-    EventsWorker.drain_all(timeout=15)
+    drain_prefect_queues()
 
 
-def unique_env(prefix: str) -> str:
-    """An environment name no other test on the shared server uses (dev kind unless pr-*)."""
-    return f"{prefix}{uuid.uuid4().hex[:6]}"
+def drift_behind_our_back(real_env: dict[str, Any], environment: str) -> None:
+    """Tag the VPC and the RDS instance through the local cloud's AWS API, as a console edit would."""
+    out = outputs(real_env["variables"], environment)
+    cloud = real_env["cloud"]
+    tag = [{"Key": "console-edit", "Value": "yes"}]
+    cloud.client("ec2").create_tags(Resources=[out["networking"]["vpc_id"]], Tags=tag)
+    rds = cloud.client("rds")
+    [instance] = rds.describe_db_instances(DBInstanceIdentifier=out["database"]["instance_id"])[
+        "DBInstances"
+    ]
+    rds.add_tags_to_resource(ResourceName=instance["DBInstanceArn"], Tags=tag)
 
 
 def read_events(environment: str, since: datetime, done: Callable[[list[Any]], bool]) -> list[Any]:
@@ -96,33 +95,33 @@ def read_events(environment: str, since: datetime, done: Callable[[list[Any]], b
     return events
 
 
-def test_simulated_deploy_failure_and_drift_emit_labelled_events(
-    sim_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """stack.updated / stack.failed / drift.detected, each naming environment and stack."""
+def test_deploy_failure_and_drift_emit_labelled_events(real_env: dict[str, Any]) -> None:
+    """Local cloud: stack.updated / stack.failed / drift.detected, each naming environment and
+    stack, each inside its flow run; the database password is in none of them."""
     from flows.pipeline import DriftDetected, PipelineFailed, deploy, drift
-    from stackflow.engine.simulated import clear_faults, inject_fault
+    from stackflow.localcloud.knobs import clear_knobs, set_knobs
 
-    env = unique_env("ev")
+    env = unique("ev")
     since = datetime.now(UTC) - timedelta(seconds=1)
-    deploy(environment=env)  # all three stacks updated
-    inject_fault(sim_env["state_dir"], "app", permanent=True, operations=("up",))
-    with pytest.raises(PipelineFailed, match="app"):
-        # networking and database run again but change nothing (no event); app fails
-        deploy(environment=env, force=True, return_state=True).result()
-    clear_faults(sim_env["state_dir"])
-    monkeypatch.setenv("STACKFLOW_SIM_DRIFT", '["networking", "app"]')
+    deploy(environment=env, stacks=["networking", "database"])  # two stacks updated
+    fault = {"kind": "permanent", "environment": env, "type": "aws:ecs/cluster:Cluster"}
+    set_knobs(real_env["cloud"].url, {"faults": [fault]})
+    try:
+        with pytest.raises(PipelineFailed, match="app"):
+            deploy(environment=env, stacks=["app"], return_state=True).result()
+    finally:
+        clear_knobs(real_env["cloud"].url)
+    drift_behind_our_back(real_env, env)
     with pytest.raises(DriftDetected):
-        drift(environment=env, return_state=True).result()
+        drift(environment=env, stacks=["networking", "database"], return_state=True).result()
 
     expected = Counter(
         {
             ("stackflow.stack.updated", "networking"): 1,
             ("stackflow.stack.updated", "database"): 1,
-            ("stackflow.stack.updated", "app"): 1,
             ("stackflow.stack.failed", "app"): 1,
             ("stackflow.drift.detected", "networking"): 1,
-            ("stackflow.drift.detected", "app"): 1,
+            ("stackflow.drift.detected", "database"): 1,
         }
     )
     events = read_events(env, since, lambda got: len(got) >= expected.total())
@@ -134,76 +133,71 @@ def test_simulated_deploy_failure_and_drift_emit_labelled_events(
         "stackflow.stack.failed": "deploy",
         "stackflow.drift.detected": "drift",
     }
+    password = str(outputs(real_env["variables"], env)["database"]["password"])
     for e in events:
         stack = e.resource["stackflow.stack"]
         assert e.resource["stackflow.environment"] == env
         assert e.resource.id == f"stackflow.stack.{env}.{stack}"
         assert e.resource.name == f"{env}/{stack}"
-        assert e.payload["simulated"] is True
+        assert e.payload["target"] == "local cloud"
         # emitted inside the flow run, which Prefect adds as a related resource
         runs = [r for r in e.related if r.role == "flow-run"]
         assert len(runs) == 1, e.related
         assert runs[0].name == f"{flow_runs[e.event]}-{env}"
-        assert sim_env["password"] not in e.model_dump_json()
+        assert password not in e.model_dump_json()
     [failed] = [e for e in events if e.event == "stackflow.stack.failed"]
     assert failed.payload["operation"] == "up"
-    assert failed.payload["note"]  # why it failed
+    assert "api error InvalidParameterValue" in failed.payload["note"]  # why it failed
 
 
-def test_cleanup_expired_destroys_an_expired_simulated_pr_environment(
-    sim_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+def test_cleanup_expired_destroys_an_expired_pr_environment(
+    real_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """pr-123 past its TTL is destroyed, forgotten and announced; pr-456 within its TTL is kept."""
+    """Local cloud: a pr- environment past its TTL is destroyed, forgotten and announced; one
+    within its TTL is kept, stacks and resources."""
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy
     from stackflow.engine import get_engine
-    from stackflow.engine.simulated import read_journal
     from stackflow.environments import list_environments
     from stackflow.graph import GRAPH, bare_spec
     from stackflow.settings import get_settings
 
-    state_dir = sim_env["state_dir"]
+    state_dir = real_env["state_dir"]
+    old, young = unique("pr"), unique("pr")
     since = datetime.now(UTC) - timedelta(seconds=1)
     monkeypatch.setenv("STACKFLOW_TTL_HOURS", "0.0001")  # 0.36 s
-    deploy(environment="pr-123")
+    deploy(environment=old, stacks=["networking"])
     monkeypatch.setenv("STACKFLOW_TTL_HOURS", "24")
-    deploy(environment="pr-456")
+    deploy(environment=young, stacks=["networking"])
     records = {r.name: r for r in list_environments(state_dir)}
-    assert records["pr-123"].expired() and not records["pr-456"].expired()
+    assert records[old].expired() and not records[young].expired()
 
-    assert cleanup_expired(dry_run=True) == {
-        "expired": ["pr-123"],
-        "destroyed": [],
-        "dry_run": True,
-    }
-    assert {r.name for r in list_environments(state_dir)} == {"pr-123", "pr-456"}
+    assert cleanup_expired(dry_run=True) == {"expired": [old], "destroyed": [], "dry_run": True}
+    assert {r.name for r in list_environments(state_dir)} == {old, young}
 
-    assert cleanup_expired() == {"expired": ["pr-123"], "destroyed": ["pr-123"], "dry_run": False}
-    assert [r.name for r in list_environments(state_dir)] == ["pr-456"]
-    for env, kept in (("pr-123", False), ("pr-456", True)):
+    assert cleanup_expired() == {"expired": [old], "destroyed": [old], "dry_run": False}
+    assert [r.name for r in list_environments(state_dir)] == [young]
+    for env, kept in ((old, False), (young, True)):
         settings = get_settings(environment=env)
         engine = get_engine(settings)
+        assert engine.exists(bare_spec(settings, "networking")) is kept, env
         for stack in GRAPH.stacks:
-            assert engine.exists(bare_spec(settings, stack)) is kept, f"{env}/{stack}"
-    destroyed = [
-        j["stack"]
-        for j in read_journal(state_dir)
-        if j["op"] == "destroy" and j["phase"] == "end" and j["stack"].startswith("pr-123/")
-    ]
-    assert destroyed == ["pr-123/app", "pr-123/database", "pr-123/networking"]  # reverse order
-    assert not any(
-        j["stack"].startswith("pr-456/") for j in read_journal(state_dir) if j["op"] == "destroy"
-    )
+            if stack != "networking":
+                assert not engine.exists(bare_spec(settings, stack)), f"{env}/{stack}"
+    ec2 = real_env["cloud"].client("ec2")
+    for env, count in ((old, 0), (young, 1)):
+        vpcs = ec2.describe_vpcs(Filters=[{"Name": "tag:environment", "Values": [env]}])
+        assert len(vpcs["Vpcs"]) == count, env
 
     events = read_events(
-        "pr-123", since, lambda got: any(e.event == "stackflow.environment.expired" for e in got)
+        old, since, lambda got: any(e.event == "stackflow.environment.expired" for e in got)
     )
     [expired] = [e for e in events if e.event == "stackflow.environment.expired"]
-    assert expired.resource.id == "stackflow.environment.pr-123"
-    assert expired.resource["stackflow.environment"] == "pr-123"
+    assert expired.resource.id == f"stackflow.environment.{old}"
+    assert expired.resource["stackflow.environment"] == old
     assert expired.payload["ttl_hours"] == 0.0001
-    # emitted by the same run as pr-123's, so it would be stored by now
-    kept = read_events("pr-456", since, lambda got: True)
+    # emitted by the same run as the old one's, so it would be stored by now
+    kept = read_events(young, since, lambda got: True)
     assert [e.event for e in kept if e.event == "stackflow.environment.expired"] == []
 
 
@@ -261,10 +255,10 @@ def create_example_notify_automation(block_id: Any, tmp_path: Path) -> uuid.UUID
     return uuid.UUID(found.group(1))
 
 
-def test_simulated_drift_runs_preview_and_notifies_through_automations(
-    sim_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_drift_runs_preview_and_notifies_through_automations(
+    real_env: dict[str, Any], tmp_path: Path
 ) -> None:
-    """What one drift run (two drifted stacks, two events) starts on the server: exactly one
+    """Local cloud: what one drift run (two drifted stacks, two events) starts on the server: exactly one
     preview run of that environment (the automation serve.py attaches to preview/<env>), and one
     notification per drifted stack (the example in deployments/automations/drift-notify.yaml,
     sent by the server through a custom-webhook block to a local listener)."""
@@ -276,7 +270,7 @@ def test_simulated_drift_runs_preview_and_notifies_through_automations(
     from deployments.serve import build_deployments
     from flows.pipeline import DriftDetected, deploy, drift
 
-    env = unique_env("dr")
+    env = unique("dr")
     [preview] = [d for d in build_deployments([env]) if d.flow_name == "preview"]
     deployment_id = preview.apply()
     listener = Listener()
@@ -302,9 +296,9 @@ def test_simulated_drift_runs_preview_and_notifies_through_automations(
 
     with get_client(sync_client=True) as client:
         try:
-            deploy(environment=env)
+            deploy(environment=env, stacks=["networking", "database"])
             since = datetime.now(UTC) - timedelta(seconds=1)
-            monkeypatch.setenv("STACKFLOW_SIM_DRIFT", '["networking", "app"]')
+            drift_behind_our_back(real_env, env)
             with pytest.raises(DriftDetected):
                 drift(environment=env, return_state=True).result()
             drifted = read_events(
@@ -313,6 +307,7 @@ def test_simulated_drift_runs_preview_and_notifies_through_automations(
                 lambda got: sum(e.event == "stackflow.drift.detected" for e in got) >= 2,
             )
             assert sum(e.event == "stackflow.drift.detected" for e in drifted) == 2
+            password = str(outputs(real_env["variables"], env)["database"]["password"])
 
             deadline = time.monotonic() + EVENT_WAIT_S
             while (not preview_runs() or len(mine()) < 2) and time.monotonic() < deadline:
@@ -328,14 +323,14 @@ def test_simulated_drift_runs_preview_and_notifies_through_automations(
 
             messages = sorted(mine(), key=lambda m: m["subject"])
             assert [m["subject"] for m in messages] == [
-                f"stackflow: drift in {env}/app",
+                f"stackflow: drift in {env}/database",
                 f"stackflow: drift in {env}/networking",
             ]
             for m in messages:
                 assert f"Drift check of {env} found stack" in m["body"]
-                assert "simulated: True" in m["body"]
+                assert "on local cloud" in m["body"]
                 assert "{{" not in m["body"] + m["subject"]  # every placeholder rendered
-                assert sim_env["password"] not in m["body"]
+                assert password not in m["body"]
         finally:
             for run in preview_runs():  # nothing serves them here: leave none behind
                 client.delete_flow_run(run.id)

@@ -1,10 +1,12 @@
-"""The real Pulumi engine (the CLI v3.259.0 and the Automation API) deploying the project's programs
-to the **local cloud**: moto's AWS APIs on loopback behind the project's own `aws`/`random` provider
+"""The real Pulumi engine (the CLI v3.259.0 and the Automation API) running the project's flows on
+the **local cloud**: moto's AWS APIs on loopback behind the project's own `aws`/`random` provider
 plugins, a MariaDB server per RDS instance and a stand-in app per load balancer. Nothing here
 touches AWS; every figure and message these tests check says "local cloud".
 
-The session shares one local cloud and one Prefect server; each test deploys environments of its own
-names, so tests never see each other's stacks.
+The session shares one local cloud and one Prefect server. One environment (`shared`) is deployed
+once for the module: the tests that only look at it, or change it and put it back, run on it in
+file order, and the last of them destroys it. Tests that need an environment of their own give it
+a name of their own, so tests never see each other's stacks.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import json
 import os
 import subprocess
 import sys
-import uuid
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,65 +26,50 @@ import boto3
 import pymysql
 import pytest
 
+from tests.realenv import (
+    ROOT,
+    STACKS,
+    cli,
+    intervals,
+    process_env,
+    real_variables,
+    summary_of,
+    unique,
+    update_history,
+)
+from tests.realenv import outputs as stack_outputs
+
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-STACKS = ("networking", "database", "app")
-
-
-def unique(prefix: str) -> str:
-    """An environment name of this test's own (<= 20 characters, DNS-safe)."""
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`python flows/run.py ...` as a user runs it, with this test's settings."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "flows" / "run.py"), *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _environment(folder: Path, local_cloud: Any, prefect_server: Any) -> dict[str, Any]:
     """Settings for the real engine on the session's local cloud, in a state folder of their own."""
-    from stackflow.pulumi_cli import cache_root
-
     home = folder / "home"
     # A user who uses Pulumi elsewhere: their own Pulumi home, which the local cloud must not touch.
     (home / ".pulumi" / "plugins").mkdir(parents=True)
     (home / ".pulumi" / "credentials.json").write_text('{"current": "file://~"}')
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
+    variables = real_variables(folder / "state", local_cloud, prefect_server)
+    env = process_env(variables, HOME=str(home))  # ~/.pulumi of this "user" must stay untouched
+    return {
+        "env": env,
+        "variables": variables,
+        "state": folder / "state",
+        "home": home,
+        "cloud": local_cloud,
     }
-    env.update(
-        {
-            "HOME": str(home),  # ~/.pulumi of this "user" must stay untouched
-            "STACKFLOW_CACHE_DIR": str(cache_root()),  # the CLI setup.sh built, found by path
-            "STACKFLOW_ENGINE": "automation",
-            "STACKFLOW_CLOUD": "local",
-            "STACKFLOW_STATE_DIR": str(folder / "state"),
-            "STACKFLOW_LOCALCLOUD_DIR": str(local_cloud.root),
-            "STACKFLOW_LOCALCLOUD_PORT": str(local_cloud.port),
-            "STACKFLOW_RETRY_DELAY_S": "0",
-            "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "30",
-            "PREFECT_API_URL": prefect_server.api_url,
-        }
-    )
-    return {"env": env, "state": folder / "state", "home": home, "cloud": local_cloud}
 
 
 @pytest.fixture(scope="module")
 def shared(
     tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_server: Any
 ) -> dict[str, Any]:
-    """One environment deployed once for the tests that only look at it, change it and put it
-    back (deploys are the slow part: they are shared, not repeated)."""
+    """One environment deployed once, by the CLI from a working folder of its own, for the tests
+    that only look at it, change it and put it back (deploys are the slow part: shared, not
+    repeated)."""
     real = _environment(tmp_path_factory.mktemp("shared"), local_cloud, prefect_server)
     real["name"] = unique("dev")
-    up = cli(real["env"], "up", "--env", real["name"])
+    workdir = tmp_path_factory.mktemp("anywhere")  # any working folder will do
+    up = cli(real["env"], "up", "--env", real["name"], cwd=workdir)
     assert up.returncode == 0, up.stdout + up.stderr
     real["first_up"] = up
     return real
@@ -93,40 +81,31 @@ def real(tmp_path: Path, local_cloud: Any, prefect_server: Any) -> dict[str, Any
     return _environment(tmp_path, local_cloud, prefect_server)
 
 
-def summary_of(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
-    """stack -> status, from the CLI's summary table."""
-    statuses: dict[str, str] = {}
-    lines = result.stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("stack "))
-    for line in lines[start + 2 :]:
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] in (*STACKS, "migrate", "verify"):
-            statuses[parts[0]] = parts[1]
-    return statuses
+def use(variables: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exactly these STACKFLOW_* settings in this process, for flows called in-process."""
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def in_process(shared: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The shared environment's settings in this process, for flows called in-process."""
+    use(shared["variables"], monkeypatch)
+    yield
+    from stackflow.localprefect import drain_prefect_queues
+
+    drain_prefect_queues()
 
 
 def outputs(real: dict[str, Any], environment: str) -> dict[str, dict[str, Any]]:
-    from flows.pipeline import GRAPH
-    from stackflow.engine import get_engine
-    from stackflow.graph import bare_spec
-    from stackflow.settings import get_settings
+    return stack_outputs(real["variables"], environment)
 
-    env = real["env"]
-    settings = get_settings(
-        environment=environment,
-        engine="automation",
-        cloud="local",
-        state_dir=Path(env["STACKFLOW_STATE_DIR"]),
-        localcloud={
-            "dir": Path(env["STACKFLOW_LOCALCLOUD_DIR"]),
-            "port": int(env["STACKFLOW_LOCALCLOUD_PORT"]),
-        },
-    )
-    engine = get_engine(settings)
-    return {
-        n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
-        for n in GRAPH.stacks
-    }
+
+def statuses(summary: dict[str, Any]) -> dict[str, str]:
+    """Each node's status in a run summary (the dict a flow returns)."""
+    return {s["stack"]: s["status"] for s in summary["stacks"]}
 
 
 def encodings(secret: str) -> list[str]:
@@ -170,7 +149,8 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
     """Quick-start shape on the local cloud: three real stacks, migrations on the environment's own
     MariaDB server, a healthy verify; then 0 engine calls; secrets never in plaintext on disk."""
     real, env_name, up = shared, shared["name"], shared["first_up"]
-    assert "local cloud" in up.stdout
+    assert "[local cloud: moto on loopback, nothing was deployed to AWS]" in up.stdout
+    assert "engine operations: 3" in up.stdout
     assert summary_of(up) == {
         "networking": "updated",
         "database": "updated",
@@ -178,6 +158,12 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
         "app": "updated",
         "verify": "healthy",
     }
+
+    # In order: each stack's update began after its upstream's had ended (Pulumi's own history).
+    spans = {s: intervals(real["state"], env_name, s) for s in STACKS}
+    assert all(len(v) == 1 for v in spans.values()), spans
+    assert spans["networking"][0][1] <= spans["database"][0][0]
+    assert spans["database"][0][1] <= spans["app"][0][0]
 
     again = cli(real["env"], "up", "--env", env_name)
     assert again.returncode == 0, again.stdout + again.stderr
@@ -229,6 +215,25 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
         ".pulumi/plugins",
     ]
 
+    # Outputs travelled downstream: the app's task definition carries the database's address.
+    ecs = real["cloud"].client("ecs")
+    family = ecs.describe_task_definition(taskDefinition=f"stackflow-{env_name}-app")
+    container = family["taskDefinition"]["containerDefinitions"][0]
+    environment = {e["name"]: e["value"] for e in container["environment"]}
+    assert environment["DB_HOST"] == out["database"]["host"]
+    assert environment["DB_PORT"] == str(out["database"]["port"])
+
+    # `outputs --json`: JSON only on stdout, the password masked, nowhere in any output.
+    shown = cli(real["env"], "outputs", "--env", env_name, "--json")
+    assert shown.returncode == 0, shown.stderr
+    listed_outputs = json.loads(shown.stdout)
+    assert sorted(listed_outputs) == sorted(STACKS)
+    assert listed_outputs["database"]["password"] == "[secret]"
+    assert listed_outputs["database"]["port"] == out["database"]["port"]
+    assert listed_outputs["networking"]["vpc_id"] == out["networking"]["vpc_id"]
+    for result in (up, again, shown):
+        assert password not in result.stdout + result.stderr
+
     # The migration really ran on this environment's own database server.
     db = out["database"]
     with (
@@ -237,6 +242,112 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
     ):
         cur.execute("SHOW TABLES LIKE 'hello_pulumi'")
         assert cur.fetchone() is not None
+
+
+def test_up_publishes_the_summary_artifact_with_secrets_masked(shared: dict[str, Any]) -> None:
+    """The markdown artifact of the shared environment's `up` on the local cloud: says local
+    cloud, one row per stack, the password listed masked and never in clear."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    key = f"up-{shared['name']}"
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    assert artifacts, f"no {key} artifact"
+    # the first version: the deploy that created the stacks (later ones are no-op ups)
+    markdown = str(min(artifacts, key=lambda a: a.created or 0).data)
+    assert "**local cloud**" in markdown
+    for stack in STACKS:
+        assert f"| {stack} | up | updated |" in markdown
+    assert "`password`: `[secret]`" in markdown
+    assert str(outputs(shared, shared["name"])["database"]["password"]) not in markdown
+
+
+def test_a_forced_stack_is_the_only_engine_call_and_targeting_reads_upstream_from_state(
+    shared: dict[str, Any], in_process: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deploy flow, in-process, on the local cloud: an unchanged environment makes no engine
+    call; `force` on one stack runs exactly that stack; a changed setting of the app, targeted
+    alone, updates only the app, with the database's outputs read from state."""
+    from flows.pipeline import deploy
+
+    name = shared["name"]
+    again = deploy(environment=name)
+    assert again["engine_calls"] == []
+    assert {s: statuses(again)[s] for s in (*STACKS, "migrate")} == {
+        "networking": "unchanged",
+        "database": "unchanged",
+        "app": "unchanged",
+        "migrate": "unchanged",
+    }
+    forced = deploy(environment=name, stacks=["networking"], force=True)
+    assert forced["engine_calls"] == ["up:networking"]
+    assert statuses(forced) == {"networking": "unchanged"}  # ran, changed nothing
+
+    monkeypatch.setenv("STACKFLOW_APP_DESIRED_COUNT", "2")
+    targeted = deploy(environment=name, stacks=["app"])
+    assert targeted["engine_calls"] == ["up:app"]
+    assert [s["stack"] for s in targeted["stacks"]] == ["app"]
+    assert statuses(targeted) == {"app": "updated"}
+    ecs = shared["cloud"].client("ecs")
+    cluster = f"stackflow-{name}-cluster"
+    [service] = ecs.describe_services(cluster=cluster, services=[f"stackflow-{name}-app"])[
+        "services"
+    ]
+    assert service["desiredCount"] == 2
+    monkeypatch.delenv("STACKFLOW_APP_DESIRED_COUNT")
+    back = deploy(environment=name, stacks=["app"])
+    assert back["engine_calls"] == ["up:app"] and statuses(back) == {"app": "updated"}
+
+
+def test_refresh_runs_independent_stacks_at_the_same_time(
+    shared: dict[str, Any], in_process: None
+) -> None:
+    """Refresh needs no upstream outputs, so the three stacks refresh at once: with 3 s of local
+    cloud latency on reading one resource of each stack, their refreshes overlap in time."""
+    from flows.pipeline import refresh
+    from stackflow.localcloud.knobs import clear_knobs, set_knobs
+
+    slow = {
+        "aws:ec2/vpc:Vpc": 3,
+        "aws:rds/instance:Instance": 3,
+        "aws:ecs/cluster:Cluster": 3,
+    }
+    set_knobs(shared["cloud"].url, {"latency_s": slow})
+    try:
+        summary = refresh(environment=shared["name"])
+    finally:
+        clear_knobs(shared["cloud"].url)
+    assert statuses(summary) == {s: "refreshed" for s in STACKS}
+    spans = [intervals(shared["state"], shared["name"], s)[-1] for s in STACKS]
+    assert all(end - start >= 3 for start, end in spans), spans
+    assert max(start for start, _ in spans) < min(end for _, end in spans), spans
+
+
+def test_drift_fails_the_flow_run_and_names_the_stack(
+    shared: dict[str, Any], in_process: None
+) -> None:
+    """A tag added to the VPC through the AWS API of the local cloud: the drift flow fails with
+    DriftDetected naming networking (the CLI's drift exit code is tested below)."""
+    from flows.pipeline import DriftDetected, drift
+
+    name = shared["name"]
+    clean = drift(environment=name, stacks=["networking"])
+    assert clean["engine_calls"] == ["drift:networking"]
+    assert statuses(clean) == {"networking": "no-drift"}
+    vpc_id = outputs(shared, name)["networking"]["vpc_id"]
+    ec2 = shared["cloud"].client("ec2")
+    ec2.create_tags(Resources=[vpc_id], Tags=[{"Key": "flow-drift", "Value": "yes"}])
+    try:
+        state = drift(environment=name, stacks=["networking"], return_state=True)
+        with pytest.raises(DriftDetected, match="networking"):
+            state.result()
+    finally:
+        ec2.delete_tags(Resources=[vpc_id], Tags=[{"Key": "flow-drift"}])
+    # put back by hand: the stack's state was not touched, so drift finds nothing again
+    assert statuses(drift(environment=name, stacks=["networking"])) == {"networking": "no-drift"}
 
 
 def test_refresh_of_an_untouched_environment_changes_nothing_and_drift_is_found_and_put_back(
@@ -329,6 +440,15 @@ def test_two_environments_have_their_own_database_servers_and_destroy_leaves_the
     gone = cli(shared["env"], "destroy", "--env", dev, "--yes")
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert "local cloud" in gone.stdout
+    assert summary_of(gone) == {s: "destroyed" for s in STACKS}
+    # in reverse order: each stack's destroy began after its downstream's had ended
+    ends = {
+        s: [r for r in update_history(shared["state"], dev, s) if r["kind"] == "destroy"]
+        for s in STACKS
+    }
+    assert all(len(v) == 1 for v in ends.values()), ends
+    assert ends["app"][0]["endTime"] <= ends["database"][0]["startTime"]
+    assert ends["database"][0]["endTime"] <= ends["networking"][0]["startTime"]
 
     listed = cli(real["env"], "cloud", "ls", "--env", dev, "--json")
     assert listed.returncode == 0, listed.stderr
@@ -427,7 +547,6 @@ def test_a_killed_cli_leaves_no_plugin_behind(real: dict[str, Any]) -> None:
     """Local cloud: a provider plugin whose call hangs (the hang knob) exits as soon as the Pulumi
     CLI that started it is killed, because the CLI's end closes the plugin's stdin."""
     import signal
-    import time
 
     from stackflow.localcloud.knobs import clear_knobs, set_knobs
 
@@ -473,3 +592,40 @@ def test_a_killed_cli_leaves_no_plugin_behind(real: dict[str, Any]) -> None:
         run.kill()
         run.wait(timeout=30)
         clear_knobs(real["cloud"].url)
+
+
+def test_preview_of_a_new_environment_uses_marked_placeholders_and_changes_nothing(
+    real: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preview flow on the local cloud, for an environment never deployed: networking plans
+    its creates; database and app are previewed against placeholders of their upstream outputs,
+    and say so; no environment record, and nothing in the local cloud."""
+    from flows.pipeline import preview
+
+    use(real["variables"], monkeypatch)
+    name = unique("dev")
+    summary = preview(environment=name)
+    by = {s["stack"]: s for s in summary["stacks"]}
+    assert by["networking"]["status"] == "previewed"
+    assert by["networking"]["changes"]["create"] >= 20
+    assert "placeholder outputs of networking" in by["database"]["note"]
+    assert "placeholder outputs of networking, database" in by["app"]["note"]
+    assert by["database"]["changes"]["create"] > 0 and by["app"]["changes"]["create"] > 0
+    assert not (real["state"] / "environments").exists()
+    listed = cli(real["env"], "cloud", "ls", "--env", name, "--json")
+    assert json.loads(listed.stdout)["resources"] == []
+
+
+def test_destroying_prod_without_confirmation_is_refused_before_the_engine_runs(
+    real: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The destroy flow, in-process: prod without `confirm` fails with ConfirmationRequired naming
+    the environment, before any engine call (the state folder is not even created)."""
+    from flows.pipeline import destroy
+    from stackflow.errors import ConfirmationRequired
+
+    use(real["variables"], monkeypatch)
+    state = destroy(environment=unique("prod"), return_state=True)
+    with pytest.raises(ConfirmationRequired, match="prod-"):
+        state.result()
+    assert not (real["state"] / "pulumi-local").exists()

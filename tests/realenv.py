@@ -1,0 +1,129 @@
+"""What every test of the real engine shares: settings that point the CLI and the flows at the
+session's **local cloud** (moto on loopback, not AWS) and Prefect server, environment names of a
+test's own, the CLI as a user runs it, and readers of what a run left behind (the summary table,
+outputs, Pulumi's own update history).
+
+A test gets a state folder of its own and environment names of its own; the CLI build, the local
+cloud and the Prefect server are the session's (see tests/fixtures/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_PY = ROOT / "flows" / "run.py"
+STACKS = ("networking", "database", "app")
+
+
+def unique(prefix: str) -> str:
+    """An environment name of this test's own (<= 20 characters, DNS-safe), e.g. dev-1a2b3c.
+
+    The prefix sets the kind: dev-*, staging-*, prod-*, pr-* (ephemeral)."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def real_variables(state_dir: Path, local_cloud: Any, prefect_server: Any) -> dict[str, str]:
+    """STACKFLOW_* settings for the real engine on the session's local cloud, state in `state_dir`,
+    no retry delays. Prefect's address is the session server's."""
+    from stackflow.pulumi_cli import cache_root
+
+    return {
+        "STACKFLOW_CACHE_DIR": str(cache_root()),  # the CLI setup.sh built, found by path
+        "STACKFLOW_CLOUD": "local",
+        "STACKFLOW_STATE_DIR": str(state_dir),
+        "STACKFLOW_LOCALCLOUD_DIR": str(local_cloud.root),
+        "STACKFLOW_LOCALCLOUD_PORT": str(local_cloud.port),
+        "STACKFLOW_RETRY_DELAY_S": "0",
+        "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "30",
+        "PREFECT_API_URL": prefect_server.api_url,
+    }
+
+
+def process_env(variables: dict[str, str], **extra: str) -> dict[str, str]:
+    """This process's environment without STACKFLOW_*, PULUMI_* or AWS_* variables, plus these."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
+    }
+    env.update(variables)
+    env.update(extra)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def cli(
+    env: dict[str, str], *args: str, timeout: float = 600, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """`python flows/run.py ...` as a user runs it, with these settings, to the end."""
+    return subprocess.run(
+        [sys.executable, str(RUN_PY), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def summary_of(result: subprocess.CompletedProcess[str] | str) -> dict[str, str]:
+    """stack -> status, from the CLI's summary table."""
+    text = result if isinstance(result, str) else result.stdout
+    statuses: dict[str, str] = {}
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("stack "))
+    for line in lines[start + 2 :]:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in (*STACKS, "migrate", "verify"):
+            statuses[parts[0]] = parts[1]
+    return statuses
+
+
+def settings_for(variables: dict[str, str], environment: str) -> Any:
+    """The Settings a run with `variables` reads, for `environment`."""
+    from stackflow.settings import get_settings
+
+    return get_settings(
+        environment=environment,
+        cloud=variables.get("STACKFLOW_CLOUD", "local"),
+        state_dir=Path(variables["STACKFLOW_STATE_DIR"]),
+        localcloud={
+            "dir": Path(variables["STACKFLOW_LOCALCLOUD_DIR"]),
+            "port": int(variables["STACKFLOW_LOCALCLOUD_PORT"]),
+        },
+    )
+
+
+def outputs(variables: dict[str, str], environment: str) -> dict[str, dict[str, Any]]:
+    """Every stack's outputs (plain values, secrets included) from the real backend."""
+    from stackflow.engine import get_engine
+    from stackflow.graph import GRAPH, bare_spec
+
+    settings = settings_for(variables, environment)
+    engine = get_engine(settings)
+    return {
+        n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
+        for n in GRAPH.stacks
+    }
+
+
+def update_history(state_dir: Path, environment: str, stack: str) -> list[dict[str, Any]]:
+    """Pulumi's own record of every finished update of one stack (kind, result, start and end in
+    epoch seconds, resource changes), oldest first, read from the file backend's history files."""
+    folder = state_dir / "pulumi-local" / ".pulumi" / "history" / f"stackflow-{stack}"
+    found = []
+    for path in sorted(folder.glob(f"{environment}/*.history.json")):
+        record = json.loads(path.read_text())
+        found.append(record)
+    return sorted(found, key=lambda r: r["startTime"])
+
+
+def intervals(state_dir: Path, environment: str, stack: str) -> list[tuple[int, int]]:
+    """(start, end) of each finished update, refresh or destroy of a stack, from Pulumi's history."""
+    return [(r["startTime"], r["endTime"]) for r in update_history(state_dir, environment, stack)]
