@@ -1,4 +1,4 @@
-"""`python flows/run.py cloud start|stop|status|ls`: the local cloud (moto on loopback), not AWS.
+"""`python flows/run.py cloud start|stop|status|ls|knobs`: the local cloud (moto on loopback), not AWS.
 
 The main CLI adds these options to its `cloud` command and calls `run`. Nothing heavy is imported
 until `run` is called, so `--help` stays fast. `ls` reuses the main parser's `--env/-e` (dest
@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from stackflow.localcloud.inventory import Row
     from stackflow.localcloud.server import CloudServer
 
-ACTIONS = ("start", "stop", "status", "ls")
+ACTIONS = ("start", "stop", "status", "ls", "knobs")
 DEFAULT_PORT = 4566
-EXIT_OK, EXIT_FAILED = 0, 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _COLUMNS = ("service", "kind", "name", "id", "state")
 
 
@@ -28,10 +28,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action",
         choices=ACTIONS,
-        help="start, stop or show the local cloud server, or list (ls) what it holds "
-        "(ls --env NAME: one environment only)",
+        help="start, stop or show the local cloud server, list (ls) what it holds "
+        "(ls --env NAME: one environment only), or show and set its latency and fault knobs",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    knobs = parser.add_mutually_exclusive_group()
+    knobs.add_argument(
+        "--set",
+        metavar="SPEC",
+        dest="knobs_set",
+        help='knobs: replace every knob with this JSON spec, e.g. \'{"latency_s": {"database": 2}, '
+        '"faults": [{"kind": "transient", "count": 2, "node": "app"}]}\'',
+    )
+    knobs.add_argument(
+        "--clear", action="store_true", dest="knobs_clear", help="knobs: remove every knob"
+    )
 
 
 def _port(settings: Any) -> int:
@@ -97,6 +108,11 @@ def run(
         print(text, file=out, flush=True)
 
     progress: Callable[[str], object] = (lambda _t: None) if args.json else say
+    if args.action != "knobs" and (args.knobs_set is not None or args.knobs_clear):
+        print(
+            f"error: --set and --clear belong to `cloud knobs`, not `cloud {args.action}`", file=err
+        )
+        return EXIT_USAGE
     try:
         return _run(args, settings, say, progress)
     except StackflowError as exc:
@@ -146,7 +162,37 @@ def _run(
         return EXIT_OK
     if args.action == "ls":
         return _ls(args, server, region, say)
+    if args.action == "knobs":
+        return _knobs(args, server, say)
     return _report(args, server, region, say)
+
+
+def _knobs(args: argparse.Namespace, server: CloudServer, say: Callable[[str], None]) -> int:
+    """Show the knobs, or replace or clear them first (every plugin process sees the change)."""
+    from stackflow.localcloud.knobs import KnobsError, clear_knobs, get_knobs, set_knobs
+
+    if args.knobs_clear:
+        clear_knobs(server.url)
+    elif args.knobs_set is not None:
+        try:
+            raw = json.loads(args.knobs_set)
+        except json.JSONDecodeError as exc:
+            raise KnobsError(f"--set: not JSON ({exc.msg} at character {exc.pos})") from None
+        set_knobs(server.url, raw)
+    spec = get_knobs(server.url).dump()
+    if args.json:
+        say(json.dumps({"local_cloud": "moto", "url": server.url, "knobs": spec}))
+        return EXIT_OK
+    latency = spec.get("latency_s") or {}
+    faults = spec.get("faults") or []
+    say(f"{_where(server.port)}: {len(latency)} latency knob(s), {len(faults)} fault(s)")
+    for selector, seconds in sorted(latency.items()):
+        say(f"  latency {selector}: {seconds} s per resource operation")
+    for fault in faults:
+        where = ", ".join(f"{k}={v}" for k, v in fault.items() if k not in ("kind", "count"))
+        count = "every call" if fault.get("count") is None else f"{fault['count']} call(s) left"
+        say(f"  fault {fault['kind']}: {count}" + (f" ({where})" if where else ""))
+    return EXIT_OK
 
 
 def _report(
