@@ -1,12 +1,14 @@
-"""The automation engine at its boundary with the Pulumi Automation API.
+"""The automation engine at its boundary with the Pulumi Automation API, for what the real runs
+on the local cloud cannot reach: the aws cloud's backends and stack names (Pulumi Cloud, S3 with
+KMS), a missing CLI, cancel of a running operation, a lock held past the retries, and error texts
+the local cloud cannot produce.
 
-The Pulumi CLI cannot run here (no internet, no registry carries it), so these tests use a
-recording fake of the automation module's stack and workspace: `create_or_select_stack` and
-`select_stack` are replaced by fakes that record what the engine asks for and answer with the
-SDK's own result classes (UpResult, UpdateSummary, PreviewResult, OutputValue, Deployment,
-StackSummary) and engine events parsed by the SDK (`EngineEvent.from_json`). Errors are the SDK's
-own, built by `create_command_error` from real Pulumi CLI texts. The CLI version check is the
-SDK's real `PulumiCommand`, run against a stand-in `pulumi` script that prints a version.
+What a real run proves (workspaces on the file backend, config with secrets, plugins, change
+counts, outputs and events, each operation, outputs of missing and deployed stacks, removal) is
+proved by the real engine in tests/integration/ and tests/faults/, not re-checked here. These
+tests replace `create_or_select_stack` and `select_stack` with a recording fake that answers with
+the SDK's own result classes and errors; the CLI version check is the SDK's real `PulumiCommand`,
+run against a stand-in `pulumi` script that prints a version.
 """
 
 from __future__ import annotations
@@ -243,7 +245,6 @@ def fake(monkeypatch: pytest.MonkeyPatch, fake_cli: Path) -> FakePulumi:
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
-        "engine": "automation",
         "cloud": "aws",  # the AWS path, against the recording fake; the local cloud runs for real
         "state_dir": tmp_path / "state",
         "state_passphrase": SecretStr(PASSPHRASE),
@@ -319,34 +320,6 @@ def test_boundary_get_engine_builds_the_automation_engine_lazily(settings: Setti
 # --- stack selection and workspace --------------------------------------------------------------
 
 
-def test_boundary_default_stack_and_file_backend_workspace(
-    engine: AutomationEngine, fake: FakePulumi, settings: Settings
-) -> None:
-    engine.run(Operation.UP, spec(), Lines())
-
-    [call] = fake.created
-    assert call["stack_name"] == "dev"
-    assert call["project_name"] == "t-networking"
-    assert callable(call["program"])
-    opts: auto.LocalWorkspaceOptions = call["opts"]
-    assert opts.project_settings is not None and opts.project_settings.backend is not None
-    assert opts.project_settings.name == "t-networking"
-    assert opts.project_settings.runtime == "python"
-    backend = f"file://{settings.state_dir / 'pulumi-aws'}"  # per cloud
-    assert opts.project_settings.backend.url == backend
-    assert (settings.state_dir / "pulumi-aws").is_dir()  # Pulumi refuses a missing folder
-    assert opts.secrets_provider == "passphrase"
-    assert opts.work_dir == str(settings.state_dir / "workspaces" / "aws" / "t-networking" / "dev")
-    assert opts.env_vars == {
-        "PULUMI_BACKEND_URL": backend,
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "AWS_REGION": settings.aws.region,
-        "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-    }
-    assert opts.pulumi_command is not None
-    assert str(opts.pulumi_command.version) == CLI_VERSION  # the SDK's own version check ran
-
-
 def test_boundary_org_qualified_stack_on_pulumi_cloud(tmp_path: Path, fake: FakePulumi) -> None:
     settings = make_settings(
         tmp_path,
@@ -384,47 +357,6 @@ def test_boundary_s3_backend_with_kms_secrets_provider(tmp_path: Path, fake: Fak
     assert "PULUMI_ACCESS_TOKEN" not in opts.env_vars
 
 
-def test_boundary_stack_is_created_once_per_engine(
-    engine: AutomationEngine, fake: FakePulumi
-) -> None:
-    engine.run(Operation.PREVIEW, spec(), Lines())
-    engine.run(Operation.UP, spec(), Lines())
-    assert len(fake.created) == 1
-
-
-def test_boundary_config_set_in_one_call_with_secret_flags(
-    tmp_path: Path, fake: FakePulumi
-) -> None:
-    settings = make_settings(tmp_path, aws={"region": "eu-central-1", "profile": "deploy"})
-    config = {
-        "t-networking:dbPassword": ConfigValue(DB_PASSWORD, secret=True),
-        "t-networking:cidr": ConfigValue("10.0.0.0/16"),
-    }
-    AutomationEngine(settings).run(Operation.UP, spec(**config), Lines())
-
-    [call] = fake.stack().method_calls("set_all_config")
-    sent = {key: (value.value, value.secret) for key, value in call["config"].items()}
-    assert sent == {
-        "aws:region": ("eu-central-1", False),
-        "aws:profile": ("deploy", False),
-        "t-networking:dbPassword": (DB_PASSWORD, True),
-        "t-networking:cidr": ("10.0.0.0/16", False),
-    }
-    assert all(isinstance(v, auto.ConfigValue) for v in call["config"].values())
-    assert MASK in repr(call["config"]["t-networking:dbPassword"])
-
-
-def test_boundary_plugins_follow_the_installed_packages_once(
-    engine: AutomationEngine, fake: FakePulumi
-) -> None:
-    engine.run(Operation.PREVIEW, spec(), Lines())
-    engine.run(Operation.UP, spec(), Lines())
-    assert fake.stack().workspace.plugins == [
-        ("aws", "v" + version("pulumi-aws")),
-        ("random", "v" + version("pulumi-random")),
-    ]
-
-
 def test_boundary_pulumi_program_exports_each_key(monkeypatch: pytest.MonkeyPatch) -> None:
     exported: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda key, value: exported.__setitem__(key, value))
@@ -433,78 +365,6 @@ def test_boundary_pulumi_program_exports_each_key(monkeypatch: pytest.MonkeyPatc
 
 
 # --- operations ---------------------------------------------------------------------------------
-
-
-def test_boundary_up_maps_changes_outputs_and_events(
-    engine: AutomationEngine, fake: FakePulumi
-) -> None:
-    fake.events = [
-        engine_event("resourcePreEvent", "create", "vpc"),
-        engine_event("resOutputsEvent", "create", "vpc"),
-        engine_event("resourcePreEvent", "create-replacement", "sg"),
-        engine_event("resOpFailedEvent", "update", "subnet"),
-        EngineEvent.from_json({"sequence": 9, "timestamp": 0, "cancelEvent": {}}),
-    ]
-    listener = Lines()
-    result = engine.run(Operation.UP, spec(), listener)
-
-    assert result.changes.as_dict() == {
-        "create": 3,
-        "update": 1,
-        "delete": 1,
-        "replace": 1,
-        "same": 2,
-    }
-    assert (result.stack, result.operation, result.engine) == (
-        "networking",
-        Operation.UP,
-        "automation",
-    )
-    assert result.outputs["vpc_id"].value == "vpc-0abc" and not result.outputs["vpc_id"].secret
-    assert result.outputs["subnet_ids"].value == ["subnet-1", "subnet-2"]
-    assert result.outputs["password"].secret and result.outputs["password"].value == GENERATED
-    assert GENERATED not in repr(result) and MASK in repr(result.outputs["password"])
-    assert [(e.name, e.change, e.status) for e in listener.events] == [
-        ("vpc", "create", "started"),
-        ("vpc", "create", "done"),
-        ("sg", "replace", "started"),
-        ("subnet", "update", "failed"),
-    ]
-    assert listener.events[0].urn.endswith("aws:ec2/vpc:Vpc::vpc")
-    assert listener.events[0].type == "aws:ec2/vpc:Vpc"
-    [up] = fake.stack().method_calls("up")
-    assert up["on_output"] == listener.line  # every line goes through the redacting listener
-    assert callable(up["on_event"]) and callable(up["program"])
-
-
-@pytest.mark.parametrize(
-    ("operation", "method", "changes"),
-    [
-        (Operation.PREVIEW, "preview", {"create": 4, "same": 1}),
-        (Operation.REFRESH, "refresh", {"update": 2, "same": 6}),
-        (Operation.DRIFT, "preview_refresh", {"update": 1, "same": 7}),
-        (Operation.DESTROY, "destroy", {"delete": 8}),
-    ],
-)
-def test_boundary_each_operation_calls_its_sdk_method(
-    engine: AutomationEngine,
-    fake: FakePulumi,
-    operation: Operation,
-    method: str,
-    changes: dict[str, int],
-) -> None:
-    result = engine.run(operation, spec(), Lines())
-
-    stack = fake.stack()
-    [kwargs] = stack.method_calls(method)
-    assert set(kwargs) == {"on_output", "on_event", "program"}  # drift: no expect_no_changes
-    assert {k: v for k, v in result.changes.as_dict().items() if v} == changes
-    others = {"up", "preview", "refresh", "preview_refresh", "destroy"} - {method}
-    assert not [name for name, _ in stack.calls if name in others]
-    if operation in (Operation.REFRESH, Operation.DRIFT):
-        assert result.outputs["password"].secret
-    else:
-        assert result.outputs == {}
 
 
 def test_boundary_output_lines_are_redacted(tmp_path: Path, fake: FakePulumi) -> None:
@@ -770,31 +630,6 @@ def test_boundary_recover_with_nothing_pending(engine: AutomationEngine, fake: F
 
 
 # --- outputs, exists, remove --------------------------------------------------------------------
-
-
-def test_boundary_missing_stack_has_no_outputs_and_is_not_created(
-    engine: AutomationEngine, fake: FakePulumi
-) -> None:
-    assert engine.outputs(spec()) == {}
-    assert engine.exists(spec()) is False
-    engine.remove(spec())
-    assert fake.created == [] and len(fake.selected) == 3
-
-
-def test_boundary_deployed_stack_outputs_exists_and_remove(
-    engine: AutomationEngine, fake: FakePulumi
-) -> None:
-    engine.run(Operation.UP, spec(), Lines())
-    fresh = AutomationEngine(engine.settings)
-
-    outputs = fresh.outputs(spec())
-    assert outputs["password"].secret and GENERATED not in repr(outputs)
-    assert outputs["vpc_id"].value == "vpc-0abc"
-    assert fresh.exists(spec()) is True
-    fake.resource_count = 0
-    assert fresh.exists(spec()) is False
-    fresh.remove(spec())
-    assert fake.stack().workspace.removed == ["dev"]
 
 
 def test_boundary_remove_of_a_stack_with_resources_is_permanent(
