@@ -1,7 +1,8 @@
 """The Prefect UI in a real browser: `deployments/serve.py --env dev` serving against a real Prefect
 server, a run started with Run -> Quick run, and its summary artifact shown on the run's page.
-The flows run on the simulated engine (the Pulumi engine cannot run here), with the database stack
-bound to a real MariaDB so the migrations really run."""
+The flows run on the real Pulumi engine and the session's **local cloud** (moto on loopback, not
+AWS): the database stack gets its own MariaDB server there, so the migrations and the health check
+really run."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
 from tests.e2e.conftest import save_screenshot
+from tests.realenv import outputs, real_variables
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,7 @@ class Served:
     log: Path
     env: dict[str, str]
     state_dir: Path
+    variables: dict[str, str]
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
@@ -84,30 +86,15 @@ def _wait_until_served(served: Served, started: datetime, timeout: float = 90.0)
 
 @pytest.fixture(scope="module")
 def served(
-    prefect_server: Any, mariadb: Any, tmp_path_factory: pytest.TempPathFactory
+    prefect_server: Any, local_cloud: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    """`python deployments/serve.py --env dev` with its own state folder and database schema."""
-    from stackflow.localdb import grant_database
-
-    schema = f"e2e_{uuid.uuid4().hex[:12]}"
-    with mariadb.admin() as conn:
-        grant_database(conn, schema, mariadb.target.user)
-    t = mariadb.target_for(schema)
+    """`python deployments/serve.py --env dev` with its own state folder, on the local cloud."""
     home = tmp_path_factory.mktemp("e2e-serve")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKFLOW_")}
-    env.update(
-        {
-            "PREFECT_API_URL": prefect_server.api_url,
-            "PREFECT_HOME": str(home / "prefect-home"),
-            "STACKFLOW_STATE_DIR": str(home / "state"),
-            "STACKFLOW_ENGINE": "simulated",
-            "STACKFLOW_STATE_PASSPHRASE": "e2e-passphrase",
-            "STACKFLOW_SIM_MYSQL": "external",
-            "STACKFLOW_SIM_MYSQL_URL": f"mysql://{quote(t.user)}:{quote(t.password.get_secret_value(), safe='')}@{t.host}:{t.port}/{t.database}",
-            "STACKFLOW_RETRY_DELAY_S": "0",
-            "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "20",
-        }
-    )
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
+    }
+    env.update(real_variables(home / "state", local_cloud, prefect_server))
+    env["PREFECT_HOME"] = str(home / "prefect-home")
     log = home / "serve.log"
     started = datetime.now(UTC) - timedelta(seconds=1)
     with log.open("wb") as out:
@@ -120,14 +107,13 @@ def served(
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group, stopped as a whole
         )
-    result = Served(process, log, env, home / "state")
+    variables = {k: v for k, v in env.items() if k.startswith("STACKFLOW_")}
+    result = Served(process, log, env, home / "state", variables)
     try:
         _wait_until_served(result, started)
         yield result
     finally:
         _stop(process)
-        with mariadb.admin() as conn, conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
 
 
 def _runs_of(client: Any, deployment_id: Any) -> list[Any]:
@@ -153,8 +139,8 @@ def _wait_for_final(client: Any, flow_run_id: Any, served: Served) -> Any:
     pytest.fail(f"flow run {flow_run_id} not finished after {RUN_TIMEOUT_S}s:\n{served.log_tail()}")
 
 
-def test_quick_run_from_the_ui_deploys_simulated_dev_and_shows_its_summary(
-    served: Served, page: Any, prefect_server: Any, mariadb: Any
+def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summary(
+    served: Served, page: Any, prefect_server: Any
 ) -> None:
     from playwright.sync_api import expect
     from prefect.client.orchestration import get_client
@@ -222,18 +208,20 @@ def test_quick_run_from_the_ui_deploys_simulated_dev_and_shows_its_summary(
     expect(page.get_by_text("deploy-dev", exact=True).first).to_be_visible()
     expect(page.get_by_text("Completed", exact=True).first).to_be_visible()
     page.get_by_role("tablist").get_by_text("Artifacts", exact=True).click()
-    expect(page.get_by_text("stackflow up of dev (simulated)")).to_be_visible()
+    expect(page.get_by_text("stackflow up of dev (local cloud)")).to_be_visible()
     page.get_by_text("up-dev", exact=True).first.click()
     expect(page).to_have_url(re.compile(r"/artifacts/artifact/[0-9a-f-]+$"))
-    # the rendered markdown: says simulated, one row per node with the status this deploy gave it
-    expect(page.get_by_text("Pulumi mock runtime, nothing was deployed to AWS")).to_be_visible()
+    # the rendered markdown: says local cloud, one row per node with the status this deploy gave it
+    expect(
+        page.get_by_text("moto's AWS APIs on loopback: nothing was deployed to AWS")
+    ).to_be_visible()
     table = page.locator("table").filter(has=page.get_by_role("columnheader", name="stack"))
     expected = {
         "networking": "updated",
         "database": "updated",
         "migrate": "migrated",
         "app": "updated",
-        "verify": "skipped",
+        "verify": "healthy",
     }
     for stack, status in expected.items():
         row = table.get_by_role("row").filter(has=page.get_by_role("cell", name=stack, exact=True))
@@ -241,16 +229,17 @@ def test_quick_run_from_the_ui_deploys_simulated_dev_and_shows_its_summary(
         expect(row.get_by_role("cell", name=status, exact=True)).to_be_visible()
     # the database password is an output: shown masked, never in clear
     expect(page.get_by_text("[secret]").first).to_be_visible()
-    assert mariadb.password not in page.content()
+    password = str(outputs(served.variables, "dev")["database"]["password"])
+    assert password not in page.content()
     save_screenshot(page, "ui-deploy-dev-artifact")
 
     # The artifact's page by key lists this run's version
     page.goto(f"{url}/artifacts/key/up-dev")
-    expect(page.get_by_text("stackflow up of dev (simulated)")).to_be_visible()
+    expect(page.get_by_text("stackflow up of dev (local cloud)")).to_be_visible()
     expect(page.get_by_role("link", name="deploy-dev").first).to_be_visible()
 
 
-def test_cli_deployment_run_of_preview_completes_simulated(
+def test_cli_deployment_run_of_preview_completes_on_the_local_cloud(
     served: Served, prefect_server: Any
 ) -> None:
     from prefect.client.orchestration import get_client
@@ -282,5 +271,5 @@ def test_cli_deployment_run_of_preview_completes_simulated(
             limit=10,
         )
     assert [a.key for a in artifacts] == ["preview-dev"]
-    assert "(simulated)" in (artifacts[0].description or "")
-    assert "simulated" in str(artifacts[0].data)
+    assert "(local cloud)" in (artifacts[0].description or "")
+    assert "**local cloud**" in str(artifacts[0].data)
