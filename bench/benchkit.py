@@ -1,14 +1,18 @@
-"""Shared pieces of the benchmarks: settings for a run, a Prefect server, the results file, the table.
+"""Shared pieces of the benchmarks: the servers a run needs, settings for the processes it measures,
+a /proc sampler for their memory, the critical path of the injected latencies, the results file
+and its table.
 
-Every benchmark drives the **simulated** engine (Pulumi's mock runtime, nothing is deployed): its
-latency knob (`STACKFLOW_SIM_LATENCY_S`) stands in for the time AWS takes, so the figures measure
-what the orchestration adds around that time, not AWS itself.
+Every pipeline figure comes from the **real engine** (the Pulumi CLI through the Automation API)
+deploying to the **local cloud**: moto's AWS APIs on loopback behind the project's own provider
+plugins, whose latency knobs stand in for the time AWS takes. Nothing reaches AWS, and no figure
+here is an AWS figure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import platform
@@ -16,9 +20,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -27,43 +32,29 @@ from typing import Any
 from stackflow.localprefect import drain_prefect_queues, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
 RESULTS = ROOT / "bench" / "results.json"
 PYTHON = sys.executable
-PASSPHRASE = "bench-passphrase"  # the simulated state of a throwaway folder; not a real secret
-
-TITLE = "stackflow benchmarks - simulated engine (Pulumi mock runtime; nothing deployed to AWS)"
-# key -> (comparison, bound): the targets of issue 8. Figures without one are context.
-TARGETS: dict[str, tuple[str, float]] = {
-    "critical_path_ratio": ("<=", 1.10),
-    "noop_engine_calls": ("==", 0),
-    "noop_wall_s": ("<=", 3.0),
-    "noop_cli_wall_s": ("<=", 3.0),
-    "fanout_ratio": ("<=", 1.2),
-    "fanout_ratio_max": ("<=", 1.2),
-    "task_overhead_ms_median": ("<=", 30.0),
-    "migrations_noop_ms": ("<=", 50.0),
-}
+LOGS = Path(tempfile.gettempdir()) / "stackflow-bench-logs"  # kept after a run, for a failure
+REGION = "eu-west-1"
+TARGET = "local cloud"
+TITLE = (
+    "stackflow benchmarks - real Pulumi engine on the local cloud (moto on loopback, not AWS), "
+    "each figure beside a plain Automation API script's"
+)
+SAMPLE_S = 0.1  # /proc sampling period of the process-tree sampler
 
 
-# --- settings for a run ---------------------------------------------------------------------------
+def say(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def stackflow_env(
-    state_dir: Path, latency_s: Mapping[str, float], *, mysql: str = "off"
-) -> dict[str, str]:
-    """STACKFLOW_* variables for a benchmark run: its own state folder, the simulated engine.
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
 
-    `STACKFLOW_SIM_MYSQL=off`: migrations are measured on their own (bench/migrations.py).
-    """
-    return {
-        "STACKFLOW_STATE_DIR": str(state_dir),
-        "STACKFLOW_ENGINE": "simulated",
-        "STACKFLOW_STATE_PASSPHRASE": PASSPHRASE,
-        "STACKFLOW_SIM_MYSQL": mysql,
-        "STACKFLOW_SIM_LATENCY_S": json.dumps(dict(latency_s)),
-        "STACKFLOW_RETRY_DELAY_S": "0",
-    }
+
+def p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))])
 
 
 @contextlib.contextmanager
@@ -81,229 +72,372 @@ def environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def env_names(n: int, prefix: str = "bench") -> list[str]:
-    """`bench-01`, `bench-02`, ...: valid environment names of the dev kind."""
-    return [f"{prefix}-{i:02d}" for i in range(1, n + 1)]
+def workdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix=f"stackflow-bench-{prefix}-")
 
 
-# --- a Prefect server -----------------------------------------------------------------------------
+# --- the servers a run needs ----------------------------------------------------------------------
 
 
 @dataclass
 class Session:
-    """The Prefect server the benchmarks talk to, and whether it was warmed up."""
+    """A Prefect server and a local cloud server, both on free loopback ports, and the settings
+    every measured process gets (its own state folder comes on top)."""
 
-    api_url: str
-    started_here: bool
-    warm: bool = False
-    server_pid: int | None = None
+    folder: Path
+    prefect_api_url: str
+    prefect_pid: int | None
+    cloud_url: str
+    cloud_root: Path
+    cloud_port: int
+    cloud_pid: int
+
+    def env(self, state_dir: Path | None = None, **extra: str) -> dict[str, str]:
+        """Environment of a measured process: the user's, minus any STACKFLOW_/PULUMI_/AWS_/
+        PREFECT_ settings, plus the session's servers, a HOME of its own (the user's ~/.pulumi
+        stays untouched) and the Pulumi CLI cache setup.sh filled."""
+        from stackflow.pulumi_cli import cache_root
+
+        prefixes = ("STACKFLOW_", "PULUMI_", "AWS_", "PREFECT_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+        home = self.folder / "home"
+        (home / ".pulumi").mkdir(parents=True, exist_ok=True)
+        env.update(
+            {
+                "HOME": str(home),
+                "STACKFLOW_CACHE_DIR": str(cache_root()),
+                "STACKFLOW_CLOUD": "local",
+                "STACKFLOW_LOCALCLOUD_DIR": str(self.cloud_root),
+                "STACKFLOW_LOCALCLOUD_PORT": str(self.cloud_port),
+                "STACKFLOW_AWS_REGION": REGION,
+                "PREFECT_API_URL": self.prefect_api_url,
+                "PREFECT_HOME": str(self.folder / "prefect-client"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if state_dir is not None:
+            env["STACKFLOW_STATE_DIR"] = str(state_dir)
+        env.update(extra)
+        return env
+
+    def set_latency(self, latency_s: Mapping[str, float]) -> None:
+        """The local cloud's latency knobs, for every process that deploys on it."""
+        from stackflow.localcloud.knobs import set_knobs
+
+        set_knobs(self.cloud_url, {"latency_s": dict(latency_s)})
 
 
 @contextlib.contextmanager
-def prefect_session(workdir: Path, *, warm_up: bool = True) -> Iterator[Session]:
-    """Use PREFECT_API_URL if set, else start a Prefect server (SQLite, no UI) and stop it after.
+def session(folder: Path) -> Iterator[Session]:
+    """Start a Prefect server (SQLite, no UI) and a local cloud server (with its data plane) on
+    free ports under `folder`, and stop both (and the cloud's databases) afterwards.
 
-    Must run before `prefect` is imported in this process: the client reads its settings then.
+    The cloud is started here, not by a measured process, so it is no descendant of one and its
+    memory is never counted as theirs. PREFECT_API_URL in the environment is ignored: a fresh
+    server keeps earlier runs' rows out of the figures.
     """
+    from stackflow.localcloud.paths import cloud_root
+    from stackflow.localcloud.server import ensure_cloud, stop_cloud
     from stackflow.localprefect import start_prefect_server, stop_prefect_server
 
-    existing = os.environ.get("PREFECT_API_URL")
-    client_home = workdir / "prefect-client"
-    client_home.mkdir(parents=True, exist_ok=True)
-    if existing:
-        session = Session(existing, started_here=False)
-        with environ({"PREFECT_HOME": os.environ.get("PREFECT_HOME", str(client_home))}):
-            if warm_up:
-                session.warm = warm_up_server(workdir)
-            yield session
-        return
-    say(f"starting a Prefect server in {workdir} ...")
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    server = start_prefect_server(workdir / "prefect-server", free_port(), ui=False)
-    say(f"Prefect server {server.url} healthy after {time.monotonic() - started:.1f}s")
+    prefect = start_prefect_server(folder / "prefect-server", free_port(), ui=False)
+    say(f"Prefect server {prefect.url} healthy after {time.monotonic() - started:.1f}s")
+    root = cloud_root(folder / "cloud-state")
     try:
-        with environ({"PREFECT_API_URL": server.api_url, "PREFECT_HOME": str(client_home)}):
-            session = Session(server.api_url, started_here=True, server_pid=server.pid)
-            if warm_up:
-                session.warm = warm_up_server(workdir)
-            yield session
-            drain_prefect_queues()
+        started = time.monotonic()
+        cloud = ensure_cloud(root, free_port(), region=REGION, say=lambda _line: None)
+        say(f"local cloud {cloud.url} ready after {time.monotonic() - started:.1f}s")
+        try:
+            yield Session(
+                folder,
+                prefect.api_url,
+                prefect.pid,
+                cloud.url,
+                cloud.root,
+                cloud.port,
+                cloud.pid,
+            )
+        finally:
+            stop_cloud(root)
     finally:
-        stop_prefect_server(server.pid)
+        drain_prefect_queues()
+        stop_prefect_server(prefect.pid)
 
 
-def warm_up_server(workdir: Path) -> bool:
-    """One zero-latency deploy in a child process, so the server has created its tables, the
-    `deploy` flow and the concurrency-limit rows before anything is timed."""
-    state = workdir / "warm-up-state"
-    code = "from flows.pipeline import deploy; deploy(environment='bench-warm')"
-    env = {**os.environ, **stackflow_env(state, {"*": 0.0})}
-    started = time.monotonic()
-    done = subprocess.run(
-        [PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        say(f"warm-up flow failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-        return False
-    say(f"warm-up flow done in {time.monotonic() - started:.1f}s")
-    return True
+# --- measuring a process and its descendants ------------------------------------------------------
 
 
-# --- measuring ------------------------------------------------------------------------------------
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process we may read."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parents[int(entry.name)] = int(
+                (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            )
+        except (OSError, ValueError, IndexError):
+            continue
+    return parents
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _memory_kb(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process in KiB; (0, 0) if it is gone."""
+    rss = hwm = 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss, hwm
+
+
+def process_kind(cmdline: str) -> str:
+    """What a descendant of a measured process is, by its command line."""
+    argv0 = os.path.basename(cmdline.split(" ", 1)[0]) if cmdline else ""
+    if argv0 == "pulumi":
+        return "pulumi CLI"
+    if "stackflow.localcloud.plugin aws" in cmdline or "pulumi-resource-aws" in cmdline:
+        return "aws plugin"
+    if "stackflow.localcloud.plugin random" in cmdline or "pulumi-resource-random" in cmdline:
+        return "random plugin"
+    if argv0.startswith("pulumi-language"):
+        return "language host"
+    return "other"
 
 
 @dataclass
-class ClientRetries:
-    """Back-off sleeps of Prefect's sync API client in this process (a 503, 429, ... answer)."""
+class TreePeak:
+    """Peak memory of a measured process and of its descendants (the CLI processes), from /proc.
 
-    sleeps: int = 0
-    seconds: float = 0.0
-
-
-CLIENT_RETRIES = ClientRetries()
-
-
-class _CountingTime:
-    """The `time` module, with a `sleep` that also counts into CLIENT_RETRIES."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    def sleep(self, seconds: float) -> None:
-        CLIENT_RETRIES.sleeps += 1
-        CLIENT_RETRIES.seconds += seconds
-        time.sleep(seconds)
-
-
-class _CountingAnyio:
-    """The `anyio` module, with a `sleep` that also counts (the async client's retry sleeps)."""
-
-    def __getattr__(self, name: str) -> Any:
-        import anyio
-
-        return getattr(anyio, name)
-
-    async def sleep(self, seconds: float) -> None:
-        import anyio
-
-        CLIENT_RETRIES.sleeps += 1
-        CLIENT_RETRIES.seconds += seconds
-        await anyio.sleep(seconds)
-
-
-def count_client_retries() -> ClientRetries:
-    """Count the client's retry sleeps from now on (measurement only; behaviour unchanged).
-
-    Both clients: the sync one (stack slots, flow and task runs) and the async one (subflow runs,
-    logs and events), which sleeps with anyio.
-
-    A Prefect server on SQLite answers 503 when a write collides with another ("database is
-    locked"); the client then sleeps ~2 s (jittered) before trying again. Stack slots are taken with
-    the sync client, so these sleeps land on the pipeline's critical path; counting them explains
-    a slow run. The client's module-level `time` is swapped for one whose `sleep` also counts.
+    Attributes:
+        root_mb: the process's own peak RSS (VmHWM).
+        tree_mb: the largest sum of the descendants' RSS seen at one sample.
+        largest_mb: the largest peak RSS (VmHWM) of one descendant.
+        by_kind_mb: the largest peak RSS of one process of each kind (pulumi CLI, aws plugin...).
+        most_processes: the most descendants alive at one sample.
+        seen: how many processes of each kind were seen (a lower bound: one that lives less than
+            SAMPLE_S may be missed).
+        samples: how many samples were taken.
     """
-    import prefect.client.base as client_base
 
-    if not isinstance(getattr(client_base, "time", None), _CountingTime):
-        setattr(client_base, "time", _CountingTime())  # noqa: B010 (not a public attribute)
-    if not isinstance(getattr(client_base, "anyio", None), _CountingAnyio):
-        setattr(client_base, "anyio", _CountingAnyio())  # noqa: B010 (not a public attribute)
-    return CLIENT_RETRIES
+    root_mb: float = 0.0
+    tree_mb: float = 0.0
+    largest_mb: float = 0.0
+    by_kind_mb: dict[str, float] = field(default_factory=dict)
+    most_processes: int = 0
+    seen: dict[str, int] = field(default_factory=dict)
+    samples: int = 0
 
-
-def median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
-
-
-def p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))])
-
-
-def peak_rss_mb() -> dict[str, float]:
-    """Peak resident memory of this process and of its waited-for children (MiB, Linux KiB units)."""
-    import resource
-
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"self": round(own, 1), "children": round(children, 1)}
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "process_peak_rss_mb": round(self.root_mb, 1),
+            "cli_tree_peak_rss_mb": round(self.tree_mb, 1),
+            "cli_largest_process_peak_rss_mb": round(self.largest_mb, 1),
+            "cli_peak_rss_mb_by_kind": {k: round(v, 1) for k, v in sorted(self.by_kind_mb.items())},
+            "cli_most_processes": self.most_processes,
+            "cli_processes_seen": dict(sorted(self.seen.items())),
+            "samples": self.samples,
+        }
 
 
-def process_group_rss_mb(pgid: int) -> float | None:
-    """Current RSS of every process in a process group (the Prefect server), from /proc."""
-    total_kb = 0
-    found = False
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:  # fields after the command: state, ppid, pgrp, ...
-                continue
-            status = (stat.parent / "status").read_text()
-        except (OSError, IndexError, ValueError):
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total_kb += int(line.split()[1])
-                found = True
-    return round(total_kb / 1024, 1) if found else None
+class TreeSampler:
+    """Samples a process and its descendants every SAMPLE_S seconds from /proc, in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = TreePeak()
+        self._kinds: dict[int, str] = {}  # kind of each process, from its command line once
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(SAMPLE_S)
+
+    def sample(self) -> None:
+        children: dict[int, list[int]] = {}
+        for pid, ppid in _parents().items():
+            children.setdefault(ppid, []).append(pid)
+        descendants: list[int] = []
+        todo = list(children.get(self.pid, []))
+        while todo:
+            pid = todo.pop()
+            descendants.append(pid)
+            todo.extend(children.get(pid, []))
+        _rss, hwm = _memory_kb(self.pid)
+        peak = self.peak
+        peak.samples += 1
+        peak.root_mb = max(peak.root_mb, hwm / 1024)
+        total = alive = 0
+        for pid in descendants:
+            rss, hwm = _memory_kb(pid)
+            if not hwm:
+                continue  # gone, or a zombie waiting to be reaped
+            total += rss
+            alive += 1
+            kind = self._kinds.get(pid)
+            if kind is None:
+                kind = self._kinds[pid] = process_kind(_cmdline(pid))
+                peak.seen[kind] = peak.seen.get(kind, 0) + 1
+            peak.largest_mb = max(peak.largest_mb, hwm / 1024)
+            peak.by_kind_mb[kind] = max(peak.by_kind_mb.get(kind, 0.0), hwm / 1024)
+        peak.tree_mb = max(peak.tree_mb, total / 1024)
+        peak.most_processes = max(peak.most_processes, alive)
 
 
-def run_cli(
-    args: Sequence[str], env: Mapping[str, str]
-) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """Run `python flows/run.py ...` end to end; (wall seconds, the finished process)."""
-    started = time.perf_counter()
-    done = subprocess.run(
-        [PYTHON, str(ROOT / "flows" / "run.py"), *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return time.perf_counter() - started, done
+@dataclass
+class Run:
+    """One measured process: wall time, exit code, its output's log, its memory."""
+
+    argv: list[str]
+    wall_s: float
+    returncode: int
+    log: Path
+    memory: TreePeak
+    cpu_s: float
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def check(self) -> Run:
+        if self.returncode != 0:
+            raise RuntimeError(
+                f"`{' '.join(self.argv)}` failed (exit {self.returncode}); log {self.log}:\n"
+                f"{self.text()[-3000:]}"
+            )
+        return self
 
 
-def run_script(script: str, out: Path, log: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
-    """Run `bench/<script>` in a child process that writes its results to `out`; output to `log`."""
-    started = time.monotonic()
-    with log.open("w") as handle:
-        done = subprocess.run(
-            [PYTHON, str(ROOT / "bench" / script), "--out", str(out), *extra],
+def run_measured(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Run:
+    """Run a command to the end, output to `log`; wall time, and its memory (TreeSampler).
+
+    `cpu_s` is the user + system CPU of the process and every descendant it waited for.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            list(argv),
             cwd=ROOT,
-            stdout=handle,
+            env=dict(env),
+            stdout=out,
             stderr=subprocess.STDOUT,
-            check=False,
+            stdin=subprocess.DEVNULL,
         )
-    if done.returncode != 0 or not out.exists():
-        tail = log.read_text()[-3000:]
-        raise RuntimeError(f"bench/{script} failed (exit {done.returncode}); log {log}:\n{tail}")
-    say(f"bench/{script} done in {time.monotonic() - started:.0f}s")
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+        with TreeSampler(process.pid) as sampler:
+            _pid, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return Run(
+        list(argv),
+        wall,
+        process.returncode,
+        log,
+        sampler.peak,
+        round(usage.ru_utime + usage.ru_stime, 2),
+    )
 
 
-def say(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+# --- the critical path of the injected latencies ---------------------------------------------------
+
+
+def critical_path_s(
+    graph: Mapping[str, Sequence[Mapping[str, Any]]], latency_s: Mapping[str, float]
+) -> dict[str, float]:
+    """The longest chain of injected latency through each stack's resources, and their sum.
+
+    `graph` is what `plain_automation.py --graph-out` writes: per stack, its resources with their
+    type and dependencies, as Pulumi's state records them. A resource waits for its dependencies,
+    then takes the latency the local cloud's knobs give its type (only aws resources get one: the
+    knobs are applied by the aws plugin). The stacks form a chain (networking -> database -> app:
+    each needs the outputs of the one before), so the environment's critical path is the sum.
+    No orchestrator can deploy an environment faster than that on these knobs.
+    """
+    from stackflow.localcloud.knobs import KnobSpec
+
+    spec = KnobSpec.parse({"latency_s": dict(latency_s)})
+    out: dict[str, float] = {}
+    for stack, resources in graph.items():
+        by_urn = {r["urn"]: r for r in resources}
+        finish: dict[str, float] = {}
+        for urn in by_urn:
+            _longest(urn, by_urn, finish, functools.partial(_latency, spec, stack))
+        out[stack] = round(max(finish.values(), default=0.0), 3)
+    out["environment"] = round(sum(out.values()), 3)
+    return out
+
+
+def _latency(spec: Any, node: str, resource: Mapping[str, Any]) -> float:
+    from stackflow.localcloud.knobs import KnobCall, latency_for
+
+    if not (resource["custom"] and resource["type"].startswith("aws:")):
+        return 0.0
+    environment = resource["urn"].split("::")[0].rsplit(":", 1)[-1]
+    return latency_for(spec, KnobCall(node, environment, resource["type"], "create"))
+
+
+def _longest(
+    urn: str,
+    by_urn: Mapping[str, Mapping[str, Any]],
+    finish: dict[str, float],
+    own: Callable[[Mapping[str, Any]], float],
+) -> float:
+    """When `urn` finishes: after its slowest dependency, plus its own latency (memoised)."""
+    if urn not in finish:
+        deps = [d for d in by_urn[urn]["dependencies"] if d in by_urn]
+        start = max((_longest(d, by_urn, finish, own) for d in deps), default=0.0)
+        finish[urn] = start + own(by_urn[urn])
+    return finish[urn]
 
 
 # --- results --------------------------------------------------------------------------------------
 
 
-def run_metadata(*, warm: bool) -> dict[str, Any]:
+def versions() -> dict[str, str]:
+    from stackflow.pulumi_cli import CLI_VERSION
+
+    return {
+        "pulumi-cli": CLI_VERSION,
+        "pulumi-sdk": version("pulumi"),
+        "prefect": version("prefect"),
+        "moto": version("moto"),
+        "python": platform.python_version(),
+    }
+
+
+def run_metadata() -> dict[str, Any]:
     """What every run records next to its figures."""
     return {
-        "simulated": True,
-        "engine": "simulated (Pulumi mock runtime; latency knob stands in for AWS)",
-        "versions": {
-            "prefect": version("prefect"),
-            "pulumi": version("pulumi"),
-            "pulumi-aws": version("pulumi-aws"),
-            "python": platform.python_version(),
-        },
+        "target": TARGET,
+        "engine": "real Pulumi CLI through the Automation API, on the local cloud (moto on "
+        "loopback behind the project's provider plugins); nothing reaches AWS",
+        "versions": versions(),
         "cores": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews figures
-        "prefect_server_warm": warm,
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -314,141 +448,86 @@ def merge_results(updates: Mapping[str, Any], path: Path = RESULTS) -> dict[str,
     with open(path.with_suffix(".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-        data.update(updates)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)
+        for key, value in updates.items():
+            if key == "figures" and isinstance(value, Mapping):
+                data["figures"] = {**data.get("figures", {}), **value}
+            else:
+                data[key] = value
+        write_results(data, path)
     return data
 
 
-def write_out(results: Mapping[str, Any], out: Path | None, *, warm: bool) -> None:
-    """`--out FILE`: hand results to run_all; else merge them into bench/results.json and print."""
-    if out is not None:
-        out.write_text(json.dumps(results, indent=2, sort_keys=True))
-        return
-    merge_results({**results, **run_metadata(warm=warm)})
-    print(table(results))
-    print(f"\nmerged into {RESULTS.relative_to(ROOT)}")
+def write_results(data: Mapping[str, Any], path: Path = RESULTS) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
 
 
-def workdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
-    return tempfile.TemporaryDirectory(prefix=f"stackflow-bench-{prefix}-")
+def figure(
+    label: str,
+    ours: float | int | None,
+    plain: float | int | str | None,
+    unit: str,
+    how: str,
+    *,
+    note: str = "",
+) -> dict[str, Any]:
+    """One row of the table: stackflow's figure beside the plain script's, and how it was made."""
+    row: dict[str, Any] = {"label": label, "stackflow": ours, "plain": plain, "unit": unit}
+    row["how"] = how
+    if isinstance(ours, int | float) and isinstance(plain, int | float) and plain:
+        row["ratio"] = round(ours / plain, 3)
+    if note:
+        row["note"] = note
+    return row
 
 
-# --- the table ------------------------------------------------------------------------------------
-
-
-def _verdict(key: str, value: Any) -> str:
-    if key not in TARGETS or value is None:
-        return ""
-    op, bound = TARGETS[key]
-    ok = value <= bound if op == "<=" else value == bound
-    return f"{op} {bound:g}  {'pass' if ok else 'MISS'}"
-
-
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, unit: str) -> str:
     if value is None:
-        return "null"
+        return "—"
+    if isinstance(value, str):
+        return value
     if isinstance(value, float):
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
-    return str(value)
+        text = f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".strip()
 
 
-# The table's order: the issue's figures first, each followed by what explains it.
-ORDER = (
-    "critical_path_ratio",
-    "critical_path_deploy_wall_s",
-    "critical_path_s",
-    "critical_path_client_retry_sleeps",
-    "critical_path_client_retry_sleep_s",
-    "sequential_speedup",
-    "sequential_baseline_wall_s",
-    "sequential_speedup_refresh",
-    "refresh_wall_s",
-    "refresh_sequential_wall_s",
-    "refresh_critical_path_s",
-    "sequential_speedup_fanout",
-    "noop_engine_calls",
-    "noop_wall_s",
-    "noop_cli_engine_calls",
-    "noop_cli_wall_s",
-    "fanout",
-    "fanout_ratio_max",
-    "task_overhead_ms_median",
-    "task_overhead_ms_p95",
-    "task_overhead_direct_ms_median",
-    "task_overhead_trivial_ms_median",
-    "task_overhead_first_ms",
-    "task_body_skip_path_ms_median",
-    "migrations_apply_200_s",
-    "migrations_noop_ms",
-    "cli_help_s",
-    "prefect_server_rss_mb",
-    "bench_wall_s",
-)
-# Run metadata, printed apart from the figures.
-METADATA = {
-    "simulated",
-    "cores",
-    "load_average_1m",
-    "load_average_1m_at_start",
-    "prefect_server_warm",
-    "quick",
-    "timestamp",
-}
-
-
-def rows(results: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(metric, value, target and verdict) for every scalar figure, fan-out expanded per N."""
-    out: list[tuple[str, str, str]] = []
-    rank = {key: i for i, key in enumerate(ORDER)}
-    ordered = sorted(
-        ((k, v) for k, v in results.items() if k not in METADATA),
-        key=lambda item: rank.get(item[0], len(ORDER)),
-    )
-    for key, value in ordered:
-        if key == "fanout" and isinstance(value, Mapping):
-            runs = value.get("runs", {})
-            for n, entry in sorted(
-                runs.items(), key=lambda item: int(item[0])
-            ):  # JSON sorts "16" < "4"
-                ratio = entry["ratio"]
-                out.append(
-                    (
-                        f"fanout N={n} (concurrency {value['concurrency']}): wall/ideal",
-                        f"{ratio:.3f} ({entry['wall_s']:.1f}s / {entry['ideal_s']:.1f}s)",
-                        _verdict("fanout_ratio", ratio),
-                    )
-                )
-                out.append((f"fanout N={n}: peak RSS MiB", f"{entry['peak_rss_mb']:.0f}", ""))
-                out.append(
-                    (
-                        f"fanout N={n}: client back-offs (503)",
-                        f"{entry['client_retry_sleeps']} ({entry['client_retry_sleep_s']:.1f}s)",
-                        "",
-                    )
-                )
-            continue
-        if isinstance(value, bool | int | float) or value is None:
-            out.append((key, _fmt(value), _verdict(key, value)))
+def rows(results: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(figure, stackflow, plain script, stackflow / plain, how) for every figure."""
+    out = []
+    for row in results.get("figures", {}).values():
+        ratio = row.get("ratio")
+        label = row["label"] + (f" ({row['note']})" if row.get("note") else "")
+        out.append(
+            (
+                label,
+                _fmt(row["stackflow"], row["unit"]),
+                _fmt(row["plain"], row["unit"]),
+                "" if ratio is None else f"{ratio:.2f}",
+                row["how"],
+            )
+        )
     return out
 
 
 def table(results: Mapping[str, Any]) -> str:
     body = rows(results)
-    width = max([len(r[0]) for r in body] + [6])
-    vwidth = max([len(r[1]) for r in body] + [5])
-    lines = [
-        TITLE,
-        f"{'metric':<{width}}  {'value':>{vwidth}}  target",
-        "-" * (width + vwidth + 20),
-    ]
-    lines += [f"{m:<{width}}  {v:>{vwidth}}  {t}" for m, v, t in body]
+    head = ("figure (local cloud)", "stackflow", "plain script", "ratio")
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(head)]
+    lines = [TITLE, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    lines.append("-" * (sum(widths) + 6))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) for r in body]
     return "\n".join(lines)
 
 
 def markdown_table(results: Mapping[str, Any]) -> str:
     """The same rows as a Markdown table (for the README)."""
-    lines = ["| metric (simulated engine) | value | target |", "|---|---|---|"]
-    lines += [f"| {m} | {v} | {t} |" for m, v, t in rows(results)]
+    lines = [
+        "| figure (local cloud) | stackflow | plain Automation API script | stackflow / plain "
+        "| measured with |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows(results)]
     return "\n".join(lines)

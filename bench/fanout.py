@@ -1,57 +1,96 @@
-"""Fan-out: N environments deployed by one parent flow, at most C deploy flows at a time.
+"""Fan-out: several environments deployed at once by one parent flow, through the real engine.
 
-The parent flow maps a task over the environment names on a `ThreadPoolTaskRunner(max_workers=C)`;
-each task runs the real `deploy` flow (a subflow, with its own stack tasks, concurrency slots,
-fingerprints and artifact). Every stack takes the same simulated latency L, so one environment's
-critical path is `GRAPH.critical_path` (3 L: networking -> database -> app) and the ideal wall time
-is `ceil(N / C) * critical path`. Reported: wall / ideal, and the peak RSS of the process that ran
-the flows (each N runs in a fresh child process with a fresh state folder, so peaks do not carry
-over; the Prefect server is a separate process and is not included), and how often Prefect's API
-client backed off (503 from a server on SQLite) during the run.
+The parent flow maps a task over the environment names on a `ThreadPoolTaskRunner`; each task runs
+the real `deploy` flow (a subflow with its own stack tasks, concurrency slots, fingerprints,
+migrations and verification), so the environments' stacks deploy at the same time, each through
+its own `pulumi` process on the local cloud. The plain Automation API script deploys the same
+number of environments one after another (bench/compare.py runs both).
 
-For N = 4 the child also runs the hand-written script (bench/sequential_baseline.py) over 4 other
-environments with the same latencies, one after another: `sequential_speedup_fanout` = its wall
-time / ours - the case where the work really is parallel.
+Settings (state folder, local cloud, Prefect server) come from the environment of the caller.
 
-    .venv/bin/python bench/fanout.py [--sizes 1,4,16,32] [--concurrency 8] [--latency 3]
+    .venv/bin/python bench/fanout.py ours-b1 ours-b2 [--concurrency 8] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import subprocess
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchkit import (
-    PYTHON,
-    ROOT,
-    count_client_retries,
-    env_names,
-    environ,
-    peak_rss_mb,
-    prefect_session,
-    say,
-    stackflow_env,
-    workdir,
-    write_out,
-)
+import prefect.client.base as client_base
 
-SIZES = (1, 4, 16, 32)
+ROOT = Path(__file__).resolve().parents[1]
+
 CONCURRENCY = 8
-LATENCY_S = 3.0  # per stack: critical path 9 s; ideal for N=32 at C=8 is 36 s
-COMPARE_AT = 4  # the N whose child also times the sequential script
+
+
+class _Retries:
+    """Back-off sleeps of Prefect's API clients in this process (503/429 answers), counted."""
+
+    sleeps = 0
+    seconds = 0.0
+
+
+class _CountingTime:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def sleep(self, seconds: float) -> None:
+        _Retries.sleeps += 1
+        _Retries.seconds += seconds
+        time.sleep(seconds)
+
+
+class _CountingAnyio:
+    def __getattr__(self, name: str) -> Any:
+        import anyio
+
+        return getattr(anyio, name)
+
+    async def sleep(self, seconds: float) -> None:
+        import anyio
+
+        _Retries.sleeps += 1
+        _Retries.seconds += seconds
+        await anyio.sleep(seconds)
+
+
+def count_client_retries() -> None:
+    """Count the sync and async clients' retry sleeps (measurement only; behaviour unchanged):
+    a Prefect server on SQLite answers 503 when writes collide, and the client then sleeps."""
+    setattr(client_base, "time", _CountingTime())  # noqa: B010 (not a public attribute)
+    setattr(client_base, "anyio", _CountingAnyio())  # noqa: B010 (not a public attribute)
+
+
+def load_provider_modules() -> int:
+    """Load the pulumi_aws submodules the programs use, before any flow runs; returns how many.
+
+    pulumi_aws loads its submodules lazily (pulumi._utils' LazyLoader, on first attribute access),
+    and that first load is not thread-safe: two deploy flows in one process whose programs first
+    touch `aws.ec2` at the same moment fail with "module 'pulumi_aws.ec2' has no attribute 'Vpc'"
+    (reproducible with four threads touching `pulumi_aws.ec2.Vpc` at once). Until stackflow loads
+    them itself, the fan-out loads them here, single-threaded. Its time counts in the figures.
+    """
+    import pulumi_aws
+
+    names = sorted(
+        {
+            match
+            for source in (ROOT / "programs").glob("*.py")
+            for match in re.findall(r"\baws\.([a-z0-9_]+)\.", source.read_text())
+        }
+    )
+    for name in names:
+        hasattr(getattr(pulumi_aws, name), "_stackflow_load")  # any attribute: loads the module
+    return len(names)
 
 
 def run_fanout(environments: Sequence[str], concurrency: int) -> list[dict[str, Any]]:
     """Deploy the environments from one parent flow, `concurrency` deploy flows at a time.
-
-    Settings (state folder, latencies) come from the STACKFLOW_* variables of this process.
 
     Raises:
         RuntimeError: naming the environments whose deploy did not complete.
@@ -85,115 +124,30 @@ def run_fanout(environments: Sequence[str], concurrency: int) -> list[dict[str, 
     return summaries
 
 
-def ideal_s(n: int, concurrency: int, critical_path_s: float) -> float:
-    return math.ceil(n / concurrency) * critical_path_s
-
-
-def measure_one(
-    n: int, concurrency: int, latency_s: float, compare_sequential: bool = False
-) -> dict[str, Any]:
-    """One fan-out of N environments in this process, on a fresh state folder."""
-    from sequential_baseline import run_sequential
-
-    from stackflow.engine.simulated import read_journal
-    from stackflow.graph import GRAPH
-
-    weights = dict.fromkeys(GRAPH.stacks, latency_s)
-    critical = GRAPH.critical_path(weights)
-    with workdir(f"fanout-{n}") as tmp:
-        with environ(stackflow_env(Path(tmp) / "warm-up", {"*": 0.0})):  # imports, untimed
-            run_fanout(["bench-warm"], 1)
-        retries = count_client_retries()
-        before = (retries.sleeps, retries.seconds)
-        with environ(stackflow_env(Path(tmp) / "state", weights)):
-            started, cpu_started = time.perf_counter(), time.process_time()
-            summaries = run_fanout(env_names(n), concurrency)
-            wall = time.perf_counter() - started
-            cpu = time.process_time() - cpu_started
-            after = (retries.sleeps, retries.seconds)
-            script = run_sequential(env_names(n, "seq")) if compare_sequential else None
-            journal = read_journal(Path(tmp) / "state")
-    ideal = ideal_s(n, concurrency, critical)
-    calls = sum(len(s["engine_calls"]) for s in summaries)
-    ours = set(env_names(n))  # not the sequential script's environments
-    starts = [j for j in journal if j["phase"] == "start" and j["stack"].split("/")[0] in ours]
-    result: dict[str, Any] = {
-        "wall_s": round(wall, 3),
-        "ideal_s": round(ideal, 3),
-        "ratio": round(wall / ideal, 3),
-        "engine_calls": calls,
-        # CPU seconds this one process spent (all threads): near wall_s means the fan-out is
-        # bound by one interpreter's CPU (the GIL), not by waiting on the simulated cloud
-        "process_cpu_s": round(cpu, 3),
-        # the simulated engine runs every program under one mock runtime per process, one at a
-        # time: their summed run time is a floor under the wall time that no orchestration beats
-        "sim_program_s": round(sum(j.get("program_s", 0.0) for j in starts), 3),
-        "sim_program_wait_s": round(sum(j.get("program_wait_s", 0.0) for j in starts), 3),
-        "peak_rss_mb": peak_rss_mb()["self"],
-        "client_retry_sleeps": after[0] - before[0],
-        "client_retry_sleep_s": round(after[1] - before[1], 2),
-    }
-    if script is not None:
-        result["sequential_wall_s"] = round(script, 3)
-        result["sequential_speedup"] = round(script / wall, 3)
-    return result
-
-
-def measure(
-    sizes: Sequence[int] = SIZES, concurrency: int = CONCURRENCY, latency_s: float = LATENCY_S
-) -> dict[str, Any]:
-    """Every N in its own child process (fresh memory peak); PREFECT_API_URL must be set."""
-    runs: dict[str, Any] = {}
-    for n in sizes:
-        started = time.monotonic()
-        child = [PYTHON, str(Path(__file__)), "--one", str(n), "--concurrency", str(concurrency)]
-        if n == COMPARE_AT:
-            child.append("--compare-sequential")
-        done = subprocess.run(  # the child's log goes to our stderr; its result is its last line
-            [*child, "--latency", str(latency_s)],
-            cwd=ROOT,
-            env=dict(os.environ),
-            stdout=subprocess.PIPE,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"fan-out N={n} failed (exit {done.returncode}; its log is above)")
-        runs[str(n)] = json.loads(done.stdout.strip().splitlines()[-1])
-        say(f"fan-out N={n}: {runs[str(n)]} ({time.monotonic() - started:.0f}s with start-up)")
-    compared = runs.get(str(COMPARE_AT), {})
-    return {
-        "sequential_speedup_fanout": compared.get("sequential_speedup"),
-        "sequential_fanout_envs": COMPARE_AT if compared else None,
-        "fanout": {
-            "simulated": True,
-            "concurrency": concurrency,
-            "latency_per_stack_s": latency_s,
-            "method": "one parent flow, ThreadPoolTaskRunner(max_workers=concurrency) mapping a "
-            "task that runs the deploy flow; ideal = ceil(N/concurrency) * critical path",
-            "runs": runs,
-        },
-        "fanout_ratio_max": max(r["ratio"] for r in runs.values()),
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("environments", nargs="+")
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
-    parser.add_argument("--latency", type=float, default=LATENCY_S, help="seconds per stack")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: one N, JSON on stdout
-    parser.add_argument("--compare-sequential", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help="write results here instead of bench/results.json")
+    parser.add_argument("--out", type=Path, help="write the figures here (JSON)")
     args = parser.parse_args(argv)
-    if args.one is not None:
-        result = measure_one(args.one, args.concurrency, args.latency, args.compare_sequential)
-        print(json.dumps(result))
-        return
-    sizes = [int(s) for s in args.sizes.split(",")]
-    with workdir("fanout") as tmp, prefect_session(Path(tmp), warm_up=args.out is None) as session:
-        results = measure(sizes, args.concurrency, args.latency)
-    write_out(results, args.out, warm=session.warm)
+    count_client_retries()
+    load_provider_modules()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    summaries = run_fanout(args.environments, args.concurrency)
+    result = {
+        "wall_s": round(time.perf_counter() - started, 3),
+        # CPU of this process (all threads): the flows and the inline programs, not the CLIs
+        "process_cpu_s": round(time.process_time() - cpu_started, 2),
+        "engine_calls": sum(len(s["engine_calls"]) for s in summaries),
+        "client_retry_sleeps": _Retries.sleeps,
+        "client_retry_sleep_s": round(_Retries.seconds, 2),
+        "stacks": {
+            s["environment"]: {x["stack"]: x["duration_s"] for x in s["stacks"]} for s in summaries
+        },
+    }
+    print(json.dumps(result))
+    if args.out is not None:
+        args.out.write_text(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Per-task overhead of Prefect around a stack task, and how fast the CLI answers `--help`.
 
-Method (task overhead). One environment is deployed once with zero latency, so every stack has a
-fingerprint. Then one flow runs 50 stack tasks on `networking` with operation `up`: each one takes
-the task's skip path (fingerprint matches -> no engine call), which is the real body of
+Method (task overhead). It needs an environment deployed through the real engine (on the local
+cloud), so every stack has a fingerprint: bench/compare.py runs it on the one it deployed; alone,
+it starts a Prefect server and a local cloud and deploys one with no injected latency first. One
+flow then runs 50 stack tasks on `networking` with operation `up`: each one takes the task's skip
+path (fingerprint matches -> no engine call), which is the real body of
 `tasks.stacks.stack_operation` doing real work (fingerprint of the program source and arguments,
 reading the stored fingerprint and outputs). The task is a copy of `stack_operation` with the very
 same options (name, run name, retries, retry delay, jitter, retry condition, no cache, results not
@@ -21,26 +23,32 @@ server's own work is not on this path; what is measured is what a flow waits for
 The first call of each kind (one-time costs: registering the task, first API calls) is reported as
 `task_overhead_first_ms`. `cli_help_s`: wall time of `python flows/run.py --help`, median of 5.
 
-    .venv/bin/python bench/overhead.py [--tasks 50]
+    .venv/bin/python bench/overhead.py                      # alone: its own servers and deploy
+    .venv/bin/python bench/overhead.py --env ours-a --out F  # on a deployed environment (settings
+                                                             # from the caller's environment)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchkit import (
-    environ,
+    LOGS,
+    PYTHON,
+    ROOT,
     median,
+    merge_results,
     p95,
-    prefect_session,
-    run_cli,
-    stackflow_env,
+    run_measured,
+    run_metadata,
+    session,
     workdir,
-    write_out,
 )
 
 WARM_UP = 5
@@ -64,8 +72,8 @@ def _copy_options(task: Any, fn: Callable[..., Any]) -> Any:
     )
 
 
-def measure_tasks(n: int) -> dict[str, Any]:
-    """Task overhead figures; settings (state folder) come from STACKFLOW_* variables."""
+def measure_tasks(n: int, environment: str) -> dict[str, Any]:
+    """Task overhead figures on a deployed environment; settings come from STACKFLOW_* variables."""
     from prefect import flow
 
     from flows.pipeline import build_context, deploy
@@ -73,8 +81,10 @@ def measure_tasks(n: int) -> dict[str, Any]:
     from stackflow.settings import get_settings
     from tasks.stacks import RunContext, StackOutcome, stack_operation
 
-    environment = "bench-task"
-    deploy(environment=environment)  # every stack now has a fingerprint: the skip path is taken
+    # A no-op deploy: every stack has a fingerprint, so the skip path is taken.
+    summary = deploy(environment=environment)
+    if summary["engine_calls"]:
+        raise RuntimeError(f"{environment} was not deployed and unchanged: {summary}")
     bodies: list[float] = []
 
     def timed_stack_operation(
@@ -144,31 +154,48 @@ def measure_tasks(n: int) -> dict[str, Any]:
 def measure_cli_help(times: int = 5) -> float:
     walls = []
     for _ in range(times):
-        wall, done = run_cli(["--help"], {})
+        started = time.perf_counter()
+        done = subprocess.run(
+            [PYTHON, str(ROOT / "flows" / "run.py"), "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        walls.append(time.perf_counter() - started)
         if done.returncode != 0:
             raise RuntimeError(f"`python flows/run.py --help` failed:\n{done.stderr[-2000:]}")
-        walls.append(wall)
     return round(median(walls), 3)
-
-
-def measure(tmp: Path, n: int) -> dict[str, Any]:
-    with environ(stackflow_env(tmp / "state", {"*": 0.0})):
-        results = measure_tasks(n)
-    results["cli_help_s"] = measure_cli_help()
-    return results
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50, help="timed stack tasks per kind")
+    parser.add_argument("--env", help="a deployed environment (settings from the environment)")
     parser.add_argument("--out", type=Path, help="write results here instead of bench/results.json")
     args = parser.parse_args(argv)
-    with (
-        workdir("overhead") as tmp,
-        prefect_session(Path(tmp), warm_up=args.out is None) as session,
-    ):
-        results = measure(Path(tmp), args.tasks)
-    write_out(results, args.out, warm=session.warm)
+    if args.env:
+        results = measure_tasks(args.tasks, args.env)
+        results["cli_help_s"] = measure_cli_help()
+        if args.out is not None:
+            args.out.write_text(json.dumps(results, indent=2))
+        else:
+            print(json.dumps(results, indent=2))
+        return
+    LOGS.mkdir(exist_ok=True)
+    with workdir("overhead") as tmp, session(Path(tmp)) as s:
+        env = s.env(Path(tmp) / "state")
+        deploy = [PYTHON, "flows/run.py", "up", "--env", "bench-task"]
+        run_measured(deploy, env, LOGS / "overhead-deploy.log").check()
+        out = Path(tmp) / "overhead.json"
+        child = [PYTHON, __file__, "--env", "bench-task", "--tasks", str(args.tasks)]
+        run_measured([*child, "--out", str(out)], env, LOGS / "overhead.log").check()
+        results = json.loads(out.read_text())
+    if args.out is not None:
+        args.out.write_text(json.dumps(results, indent=2))
+        return
+    merge_results({"task_overhead": results, **run_metadata()})
+    print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,24 @@
-"""Run every benchmark against one Prefect server and write bench/results.json.
+"""Run every benchmark and write bench/results.json: stackflow beside a plain Automation API script,
+both through the real Pulumi engine on the local cloud.
 
-    .venv/bin/python bench/run_all.py                 # the full run (~6-9 minutes on 2 cores)
-    .venv/bin/python bench/run_all.py --quick         # small sizes, to check it works (~3 minutes)
-    .venv/bin/python bench/run_all.py --only overhead # a subset, merged into the existing file
-    .venv/bin/python bench/run_all.py --markdown      # print the last results as Markdown, no run
+    .venv/bin/python bench/run_all.py                  # the full run (~12-15 minutes on 2 cores)
+    .venv/bin/python bench/run_all.py --cold-build     # also build the Pulumi CLI from zero (+7 min)
+    .venv/bin/python bench/run_all.py --only toolchain # a subset, merged into the existing results
+    .venv/bin/python bench/run_all.py --markdown       # print the README's table from the results
 
-Starts what it needs: a Prefect server (SQLite, no UI) in a temporary PREFECT_HOME on a free port,
-unless PREFECT_API_URL is already set; one warm-up deploy; then each benchmark script in its own
-process (task overhead and `--help`, pipeline, fan-out; bench/migrations.py starts its own MariaDB
-with stackflow/localdb.py). A full run writes a fresh bench/results.json (figures, targets, versions,
-cores, load, whether the server was warm), prints one table with each figure, its target and
-pass/MISS, and stops what it started. Every pipeline figure comes from the **simulated** engine.
+One benchmark at a time, each in its own process, output in /tmp/stackflow-bench-logs/:
+
+- toolchain (bench/toolchain.py): the Pulumi CLI from the cache (and, with --cold-build, from
+  source into empty caches; otherwise the last cold figure is carried over with its date), and how
+  long the project's provider plugins take to start;
+- compare (bench/compare.py): starts a Prefect server and a local cloud server on free ports, then
+  measures stackflow (`python flows/run.py ...`) beside bench/plain_automation.py on them: first
+  deploys with and without latency, several environments, a no-op `up`, a refresh, one changed
+  stack, peak memory and CPU, and the task overhead; stops both servers and the cloud's databases;
+- migrations (bench/migrations.py): 200 migrations on a MariaDB of its own (stackflow/localdb.py).
+
+A full run replaces bench/results.json: the figures, each beside its baseline and the command that
+made it, the run's versions, cores, load average at start and end, and its total time.
 """
 
 from __future__ import annotations
@@ -19,138 +27,168 @@ import argparse
 import json
 import os
 import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from benchkit import (
+    LOGS,
     PYTHON,
     RESULTS,
     ROOT,
-    TARGETS,
+    TARGET,
     TITLE,
+    figure,
     markdown_table,
     merge_results,
-    prefect_session,
-    process_group_rss_mb,
     run_metadata,
-    run_script,
     say,
     table,
     workdir,
+    write_results,
 )
+from toolchain import figures as toolchain_figures
 
-SCRIPTS = {"overhead": "overhead.py", "pipeline": "pipeline.py", "fanout": "fanout.py"}
-# --quick: the same measurements at sizes that only show the scripts work (figures not comparable).
-QUICK = {
-    "overhead": ["--tasks", "10"],
-    "pipeline": ["--repeat", "1", "--latency", '{"*": 1.0}'],
-    "fanout": ["--sizes", "1,4", "--latency", "1.0"],
-}
+EVERY = ("toolchain", "compare", "migrations")
 MIGRATION_KEYS = ("migrations_apply_200_s", "migrations_noop_ms")
-MIGRATIONS_TIMEOUT_S = 300
-LOGS = Path(tempfile.gettempdir()) / "stackflow-bench-logs"  # kept after the run, for a failure
+TIMEOUT_S = {"toolchain": 1200, "compare": 1800, "migrations": 300}
 
 
-def run_migrations(log: Path) -> dict[str, Any]:
-    """bench/migrations.py merges its own keys into bench/results.json; read them back after."""
-    script = ROOT / "bench" / "migrations.py"
+def run_child(name: str, argv: list[str], out: Path | None) -> dict[str, Any]:
+    """One benchmark in a process of its own; its results from `out` (or, for migrations, from
+    bench/results.json, where it merges them itself)."""
+    log = LOGS / f"{name}.log"
     started = time.monotonic()
-    try:
-        with log.open("w") as handle:
-            done = subprocess.run(
-                [PYTHON, str(script)],
-                cwd=ROOT,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                timeout=MIGRATIONS_TIMEOUT_S,
-                check=False,
-            )
-        failure = f"exit {done.returncode}" if done.returncode else None
-    except subprocess.TimeoutExpired:
-        failure = f"no result within {MIGRATIONS_TIMEOUT_S}s"
-    if failure:
-        say(f"bench/migrations.py failed ({failure}); log tail:\n{log.read_text()[-2000:]}")
-        return {
-            **dict.fromkeys(MIGRATION_KEYS),
-            "migrations_note": f"bench/migrations.py failed at this run ({failure})",
-        }
-    say(f"bench/migrations.py done in {time.monotonic() - started:.0f}s")
+    say(f"{name}: {' '.join(argv[1:])} (log {log})")
+    with log.open("w") as handle:
+        done = subprocess.run(
+            argv,
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            timeout=TIMEOUT_S[name],
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{name} failed (exit {done.returncode}); log {log}:\n{log.read_text()[-3000:]}"
+        )
+    say(f"{name} done in {time.monotonic() - started:.0f}s")
+    if out is not None:
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
     written = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    return {key: written.get(key) for key in MIGRATION_KEYS} | {
-        "migrations_note": "real MariaDB (stackflow/localdb.py), not simulated"
+    return {key: written.get(key) for key in MIGRATION_KEYS}
+
+
+def migration_figures(found: dict[str, Any]) -> dict[str, Any]:
+    how = "`bench/migrations.py` (a real MariaDB of its own, not the local cloud)"
+    same = "same (the script runs the same migration code)"
+    return {
+        "migrations_apply_200_s": figure(
+            "200 migration files applied to a fresh MariaDB",
+            found.get("migrations_apply_200_s"),
+            same,
+            "s",
+            how,
+        ),
+        "migrations_noop_ms": figure(
+            "no-op migration check (median of 20)",
+            found.get("migrations_noop_ms"),
+            same,
+            "ms",
+            how,
+        ),
     }
 
 
-def write_fresh(results: dict[str, Any]) -> None:
-    """Replace bench/results.json, so no figure of an earlier run survives a full run."""
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    tmp.replace(RESULTS)
+def readme_section(results: dict[str, Any]) -> str:
+    """The README's benchmark table with the line that says where and how it was made."""
+    load = f"load average {results.get('load_average_1m_at_start')} at start, " + (
+        f"{results.get('load_average_1m')} at the end"
+    )
+    versions = ", ".join(f"{k} {v}" for k, v in results.get("versions", {}).items())
+    head = (
+        f"Latest run: {results.get('timestamp')}, {results.get('cores')} cores, {load}; "
+        f"{versions}. `{results.get('command')}` took {results.get('bench_wall_s', 0):.0f} s."
+    )
+    return head + "\n\n" + markdown_table(results)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    every = [*SCRIPTS, "migrations"]
     parser.add_argument(
-        "--only",
-        help=f"comma-separated subset of: {', '.join(every)} (merged into the existing results)",
+        "--only", help=f"comma-separated subset of {', '.join(EVERY)} (merged into the results)"
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, to check it works")
     parser.add_argument(
-        "--markdown", action="store_true", help="print bench/results.json as Markdown; no run"
+        "--cold-build", action="store_true", help="also build the Pulumi CLI from zero (~7 min)"
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the README's table from bench/results.json"
     )
     args = parser.parse_args(argv)
     if args.markdown:
-        print(markdown_table(json.loads(RESULTS.read_text())))
+        print(readme_section(json.loads(RESULTS.read_text())))
         return 0
-    wanted = [w.strip() for w in (args.only or ",".join(every)).split(",") if w.strip()]
-    unknown = set(wanted) - set(every)
+    wanted = [w.strip() for w in (args.only or ",".join(EVERY)).split(",") if w.strip()]
+    unknown = set(wanted) - set(EVERY)
     if unknown:
-        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; accepted: {every}")
+        parser.error(f"unknown benchmark(s) {', '.join(sorted(unknown))}; accepted: {EVERY}")
     started = time.monotonic()
     load_before = round(os.getloadavg()[0], 2)
-    results: dict[str, Any] = {}
-    errors: list[str] = []
     LOGS.mkdir(exist_ok=True)
-    say(f"each benchmark's output goes to {LOGS}/<name>.log")
-    with workdir("all") as tmp_name, prefect_session(Path(tmp_name)) as session:
-        tmp = Path(tmp_name)
+    results: dict[str, Any] = {"title": TITLE, "figures": {}}
+    rows: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    with workdir("all") as tmp:
         for name in wanted:
-            if name == "migrations":
-                results.update(run_migrations(LOGS / "migrations.log"))
-                continue
-            extra = QUICK[name] if args.quick else []
+            out = Path(tmp) / f"{name}.json"
             try:
-                results.update(
-                    run_script(SCRIPTS[name], tmp / f"{name}.json", LOGS / f"{name}.log", extra)
-                )
-            except RuntimeError as exc:
-                errors.append(str(exc))
+                if name == "toolchain":
+                    cold = ["--cold-build"] if args.cold_build else []
+                    found = run_child(
+                        name, [PYTHON, "bench/toolchain.py", *cold, "--out", str(out)], out
+                    )
+                    rows[name] = toolchain_figures(found)
+                elif name == "compare":
+                    found = run_child(name, [PYTHON, "bench/compare.py", "--out", str(out)], out)
+                    rows[name] = found.pop("figures")
+                else:
+                    found = run_child(name, [PYTHON, "bench/migrations.py"], None)
+                    rows[name] = migration_figures(found)
+                results[name] = found
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                errors.append(f"{name}: {exc}")
                 say(str(exc))
-        if session.server_pid is not None:
-            results["prefect_server_rss_mb"] = process_group_rss_mb(session.server_pid)
+    for name in ("compare", "toolchain", "migrations"):  # the table's order
+        results["figures"].update(rows.get(name, {}))
     results["bench_wall_s"] = round(time.monotonic() - started, 1)
-    meta = run_metadata(warm=session.warm)
-    meta["load_average_1m_at_start"] = load_before
-    meta["quick"] = args.quick
-    meta["prefect_server"] = "started by run_all (SQLite)" if session.started_here else "given"
-    meta["targets"] = {k: f"{op} {bound:g}" for k, (op, bound) in TARGETS.items()}
+    results["command"] = ".venv/bin/python bench/run_all.py" + (
+        " --cold-build" if args.cold_build else ""
+    )
+    results.update(run_metadata())
+    results["load_average_1m_at_start"] = load_before
+    results["baseline"] = (
+        "bench/plain_automation.py: a plain Automation API script (create_or_select_stack with an "
+        "inline program, set config, stack.up() per stack in turn, outputs handed on by hand, the "
+        "same migrations and health check), same CLI, Pulumi home, local cloud and latencies"
+    )
     if args.only:
-        merge_results({**results, **meta})
-    else:
-        write_fresh({**results, **meta})
+        for key in ("bench_wall_s", "command", "load_average_1m_at_start"):
+            results.pop(key)  # they describe the full run the file holds
+        merge_results(results)
+    elif not errors:
+        write_results(results)
     print(table(results))
     print(
-        f"\n{TITLE}\n{meta['timestamp']}  cores {meta['cores']}  load (1 min) "
-        f"{load_before} at start, {meta['load_average_1m']} at end  "
-        + "  ".join(f"{k} {v}" for k, v in meta["versions"].items())
-        + f"  Prefect server warm: {session.warm}  total {results['bench_wall_s']:.0f}s"
+        f"\n{TARGET}: {results['timestamp']}  cores {results['cores']}  load (1 min) {load_before}"
+        f" at start, {results['load_average_1m']} at the end; this run took "
+        f"{time.monotonic() - started:.0f}s"
     )
-    print(f"written to {RESULTS.relative_to(ROOT)}")
+    print("results.json NOT written" if errors and not args.only else f"written to {RESULTS}")
     for error in errors:
-        print(f"error: {error.splitlines()[0]}")
+        print(f"error: {error.splitlines()[0]}", file=sys.stderr)
     return 1 if errors else 0
 
 
