@@ -10,8 +10,10 @@ lines and engine events reach the caller through the listener, never through pri
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import version as package_version
@@ -161,6 +163,20 @@ def _local_cli_processes(stack_name: str) -> list[int]:
         if os.path.basename(argv[0]) == "pulumi" and ("--stack", stack_name) in pairwise(argv):
             found.append(int(entry.name))
     return found
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this machine (a zombie has ended: it only awaits its parent)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
 
 
 def find_pulumi_cli() -> auto.PulumiCommand:
@@ -584,9 +600,11 @@ class AutomationEngine:
         return self._call(spec, self._redactor, check)
 
     def recover(self, spec: StackSpec, listener: Listener) -> bool:
-        """Clear the pending operations an interrupted update left in the stack's state.
+        """Clear what an interrupted update left behind: its lock file on a file backend, when its
+        `pulumi` process is gone, and the pending operations in the stack's state.
 
-        Returns True if there were any (cleared with `refresh --clear-pending-creates`).
+        Returns True if there were any (pending operations are cleared with
+        `refresh --clear-pending-creates`).
 
         Raises:
             EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
@@ -594,14 +612,15 @@ class AutomationEngine:
         self._teach(spec, listener)
 
         def clear() -> bool:
+            unlocked = self._clear_stale_locks(spec, listener)
             stack = self._stack(spec, create=False)
             if stack is None:
-                return False
+                return unlocked
             # The export holds plaintext secrets: only its pending operations are looked at.
             deployment = stack.export_stack().deployment or {}
             pending = deployment.get("pending_operations") or []
             if not pending:
-                return False
+                return unlocked
             listener.line(
                 f"stack {spec.label} has {len(pending)} pending operations left by an interrupted "
                 "update; clearing them with a refresh --clear-pending-creates"
@@ -616,6 +635,40 @@ class AutomationEngine:
             return True
 
         return self._call(spec, listener.redactor, clear)
+
+    def _clear_stale_locks(self, spec: StackSpec, listener: Listener) -> bool:
+        """Delete the lock files a killed `pulumi` left on a file backend: those whose process is
+        gone from this machine. Nothing else removes them, and every later operation on the stack
+        fails on them. Runs while this run holds the stack's concurrency slot, so no other run of
+        ours is updating the stack; a live process's lock, or another machine's, is left alone.
+
+        Returns True if any was deleted.
+        """
+        url = urlsplit(self.backend_url)
+        if url.scheme != "file":
+            return False  # other backends: the stale-lock advice after the retries says what to do
+        locks = Path(os.path.expanduser(url.netloc + url.path)) / ".pulumi" / "locks"
+        folders = (
+            locks / "organization" / spec.pulumi_project / spec.environment,
+            locks / spec.environment,
+        )
+        removed = False
+        for path in sorted(p for folder in folders for p in folder.glob("*.json")):
+            try:
+                holder = json.loads(path.read_text())
+                pid, host = int(holder["pid"]), str(holder["hostname"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # gone meanwhile, or not a lock we can read: left to the advice
+            if host != socket.gethostname() or _process_alive(pid):
+                continue
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".attrs").unlink(missing_ok=True)
+            listener.line(
+                f"stack {spec.label}: removed the lock of an interrupted update (pulumi pid {pid} "
+                f"on {host}, which is gone)"
+            )
+            removed = True
+        return removed
 
     def cancel(self, spec: StackSpec) -> None:
         """Stop the operation running on this stack, if any; `run` then raises OperationCancelled.

@@ -1,9 +1,10 @@
-"""Fixtures of the fault cases: every case runs the real flows or CLI on the simulated engine
-(standing in for Pulumi), against the session's Prefect server and a fresh MariaDB schema."""
+"""Fixtures of the fault cases: every case runs the real flows or CLI on the real Pulumi engine and
+the session's **local cloud** (moto's AWS APIs on loopback, a MariaDB server per database; nothing
+reaches AWS), against the session's Prefect server. A test gets a state folder and environment
+names of its own; the local cloud's latency and fault knobs are cleared after every test."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,33 +12,21 @@ from typing import Any
 import prefect  # noqa: F401  (sets up Prefect's logging now, under pytest's session capture)
 import pytest
 
+from stackflow.localcloud.knobs import clear_knobs
 from stackflow.localprefect import drain_prefect_queues
-from stackflow.settings import MysqlTarget
-from tests.faults.helpers import FaultEnv, url_of
+from tests.faults.helpers import FaultEnv, use_variables
+from tests.realenv import real_variables, unique
 
 
-def base_variables(state_dir: Path, db: MysqlTarget) -> dict[str, str]:
-    """Settings for one case: its own state folder, its own schema, no retry delays."""
-    return {
-        "STACKFLOW_STATE_DIR": str(state_dir),
-        "STACKFLOW_ENVIRONMENT": "dev",
-        "STACKFLOW_ENGINE": "simulated",
-        "STACKFLOW_CLOUD": "local",  # main() writes --cloud into os.environ: restored after
-        "STACKFLOW_STATE_PASSPHRASE": "faults-passphrase",
-        "STACKFLOW_SIM_MYSQL": "external",
-        "STACKFLOW_SIM_MYSQL_URL": url_of(db),
-        "STACKFLOW_RETRY_DELAY_S": "0",
-        "STACKFLOW_MIGRATIONS_WAIT_TIMEOUT_S": "20",
+def fault_variables(
+    state_dir: Path, local_cloud: Any, prefect_server: Any, environment: str
+) -> dict[str, str]:
+    """Settings for one case: the real engine on the session's local cloud, its own state folder,
+    its own environment name, no retry delays."""
+    return real_variables(state_dir, local_cloud, prefect_server) | {
+        "STACKFLOW_ENVIRONMENT": environment,
         "STACKFLOW_MIGRATIONS_CONNECT_TIMEOUT_S": "2",
     }
-
-
-def use_variables(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str]) -> None:
-    """Exactly these STACKFLOW_* variables in this process (for flows called in-process)."""
-    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
-        monkeypatch.delenv(key)
-    for key, value in variables.items():
-        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture
@@ -45,20 +34,44 @@ def fault_env(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    local_cloud: Any,
     prefect_server: Any,
-    fresh_schema: MysqlTarget,
-) -> FaultEnv:
-    """A state folder and a schema of its own for one case; see `FaultEnv`."""
+) -> Iterator[FaultEnv]:
+    """A state folder and an environment name (dev-xxxxxx) of its own for one case; see `FaultEnv`.
+    Whatever knobs the case set on the local cloud are cleared after it."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    variables = base_variables(tmp_path / "state", fresh_schema)
+    state_dir = tmp_path / "state"
+    environment = unique("dev")
+    variables = fault_variables(state_dir, local_cloud, prefect_server, environment)
     use_variables(monkeypatch, variables)
     monkeypatch.chdir(workdir)  # in-process CLI runs read no stray .env either
-    return FaultEnv(tmp_path / "state", workdir, fresh_schema, variables, capsys=capsys)
+    try:
+        yield FaultEnv(state_dir, workdir, environment, variables, local_cloud, capsys=capsys)
+    finally:
+        clear_knobs(local_cloud.url)
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _send_queued_prefect_records() -> Iterator[None]:
+def _prefect_settings_in_every_thread(prefect_server: Any) -> Iterator[None]:
+    """The session server's address for Prefect calls made from threads without a settings context
+    of their own, as a CLI process has it from its start.
+
+    In-process runs log the Pulumi CLI's output from the Automation API's reader thread; without
+    this, Prefect there falls back to the settings it read at import (before the session server
+    existed), starts a temporary server of its own and sends those logs to it, not to the session
+    server the cases search."""
+    import prefect.context
+
+    before = prefect.context.GLOBAL_SETTINGS_CONTEXT
+    prefect.context.refresh_global_settings_context()  # reads PREFECT_API_URL from the environment
+    assert prefect.context.GLOBAL_SETTINGS_CONTEXT.settings.api.url == prefect_server.api_url
+    yield
+    prefect.context.GLOBAL_SETTINGS_CONTEXT = before
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _send_queued_prefect_records(_prefect_settings_in_every_thread: None) -> Iterator[None]:
     """After a module, send the logs and events its in-process runs queued, while the session's
     Prefect server is still up: at interpreter exit it is gone, and the client retries for a
     minute before giving up."""

@@ -1,26 +1,32 @@
-"""Shared pieces of the fault cases: one environment per test, CLI runs, snapshots, journal spans,
-and reading everything a run left behind on the Prefect server."""
+"""Shared pieces of the fault cases: one environment per test on the session's **local cloud**, CLI
+runs, snapshots, what Pulumi's file backend says ran when (history, locks, pending operations), and
+reading everything a run left behind on the Prefect server."""
 
 from __future__ import annotations
 
-import math
+import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from stackflow.engine.simulated import read_journal
+import pytest
+from pydantic import SecretStr
+
 from stackflow.migrations import HistoryRecord, connect, read_history
 from stackflow.settings import MigrationSettings, MysqlTarget
+from tests import realenv
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN_PY = ROOT / "flows" / "run.py"
+ROOT = realenv.ROOT
+RUN_PY = realenv.RUN_PY
+STACKS = realenv.STACKS
 Variables = Mapping[str, str | None]
 
 
@@ -64,23 +70,40 @@ class CliRun:
 
 
 def subprocess_env(variables: Variables) -> dict[str, str]:
-    """This process's environment without any STACKFLOW_* variable, plus `variables` (None removes).
+    """This process's environment without STACKFLOW_*, PULUMI_* or AWS_* variables, plus
+    `variables` (None removes one). PREFECT_HOME comes through, so the child uses the session's
+    client home; PREFECT_API_URL is among the variables."""
+    env = realenv.process_env({k: v for k, v in variables.items() if v is not None})
+    for key in [k for k, v in variables.items() if v is None]:
+        env.pop(key, None)
+    return env
 
-    PREFECT_API_URL and PREFECT_HOME come through, so the child talks to the session's server.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKFLOW_")}
+
+@contextlib.contextmanager
+def variables_set(variables: Variables) -> Iterator[None]:
+    """Exactly these STACKFLOW_* variables (and no PULUMI_* or AWS_* ones) in this process, for the
+    block: for flows, settings and engine calls made in-process outside a test's monkeypatch."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_variables(patch, variables)
+        yield
+
+
+def use_variables(monkeypatch: pytest.MonkeyPatch, variables: Variables) -> None:
+    """Exactly these STACKFLOW_* variables in this process (for flows called in-process); no
+    PULUMI_* or AWS_* variable of the user's reaches the engine either."""
+    for key in [k for k in os.environ if k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))]:
+        monkeypatch.delenv(key)
     for key, value in variables.items():
         if value is None:
-            env.pop(key, None)
+            monkeypatch.delenv(key, raising=False)
         else:
-            env[key] = value
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+            monkeypatch.setenv(key, value)
 
 
 @dataclass
 class FaultEnv:
-    """One test's environment: its state folder, its schema, its STACKFLOW_* settings.
+    """One test's environment on the session's local cloud: a state folder of its own, an
+    environment name of its own (`environment`, e.g. dev-1a2b3c), its STACKFLOW_* settings.
 
     The same variables are set in this process (for flows called in-process) and passed to every
     CLI subprocess. Every CLI run is kept in `runs`, so a test can search all of their output.
@@ -88,17 +111,19 @@ class FaultEnv:
 
     state_dir: Path
     workdir: Path  # the CLI's working folder: no stray .env is read
-    db: MysqlTarget
+    environment: str
     variables: dict[str, str]
+    cloud: Any  # the session's LocalCloud (url, root, boto3 clients)
     runs: list[CliRun] = field(default_factory=list)
     capsys: Any = None  # pytest's capsys, for `main`
 
     def main(self, *args: str, env: Variables | None = None) -> CliRun:
-        """Run the CLI's `main(args)` in this process (no `import prefect` to pay again).
+        """Run the CLI's `main(args)` in this process (no interpreter start or `import prefect` to
+        pay again).
 
         stdout and stderr are what the CLI itself prints; Prefect's console log lines go to
         pytest's capture instead (they reach the Prefect API either way). The test's monkeypatch
-        must already hold STACKFLOW_ENVIRONMENT and STACKFLOW_ENGINE (main() writes them).
+        must already hold STACKFLOW_ENVIRONMENT and STACKFLOW_CLOUD (main() writes them).
         """
         from flows.run import main
 
@@ -128,7 +153,7 @@ class FaultEnv:
     def env(self, extra: Variables | None = None) -> dict[str, str]:
         return subprocess_env({**self.variables, **(extra or {})})
 
-    def cli(self, *args: str, env: Variables | None = None, timeout: float = 240) -> CliRun:
+    def cli(self, *args: str, env: Variables | None = None, timeout: float = 300) -> CliRun:
         """Run `python flows/run.py *args` to the end and return what it printed."""
         started = time.monotonic()
         done = subprocess.run(
@@ -160,6 +185,36 @@ class FaultEnv:
         finally:
             out.close()  # the child has its own copy
 
+    def outputs(self, *stacks: str, environment: str | None = None) -> dict[str, dict[str, Any]]:
+        """The stacks' outputs (all stacks by default; plain values, secrets included), read from
+        the real backend with this environment's settings (its passphrase too)."""
+        from stackflow.engine import get_engine
+        from stackflow.graph import GRAPH, bare_spec
+
+        with variables_set(self.variables):
+            settings = realenv.settings_for(self.variables, environment or self.environment)
+            engine = get_engine(settings)
+            return {
+                n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
+                for n in stacks or GRAPH.stacks
+            }
+
+    def database(self, environment: str | None = None) -> MysqlTarget:
+        """The environment's own database (a MariaDB server of the local cloud), from the database
+        stack's outputs."""
+        return database_of(self.outputs("database", environment=environment)["database"])
+
+
+def database_of(outputs: Mapping[str, Any]) -> MysqlTarget:
+    """A MysqlTarget from the database stack's outputs."""
+    return MysqlTarget(
+        outputs["host"],
+        int(outputs["port"]),
+        outputs["user"],
+        SecretStr(str(outputs["password"])),
+        outputs["database"],
+    )
+
 
 # --- state snapshots ------------------------------------------------------------------------------
 
@@ -182,41 +237,42 @@ def schema_history(target: MysqlTarget) -> list[HistoryRecord]:
         return read_history(conn, create=False)
 
 
-# --- the simulated engine's journal ---------------------------------------------------------------
+# --- what Pulumi's file backend says ran, and when --------------------------------------------
 
 
-def intervals(state_dir: Path, stack: str, op: str | None = None) -> list[tuple[float, float]]:
-    """(start, end) of each simulated operation on `stack`, from the journal, sorted by start.
-
-    An operation whose process died before it ended gets end = inf.
-    """
-    entries = [
-        j
-        for j in read_journal(state_dir)
-        if j["stack"].endswith("/" + stack) and (op is None or j["op"] == op)
-    ]
-    out: list[tuple[float, float]] = []
-    for pid in {j["pid"] for j in entries}:
-        start: float | None = None
-        for j in sorted((j for j in entries if j["pid"] == pid), key=lambda j: j["t"]):
-            if j["phase"] == "start":
-                assert start is None, f"{stack}: pid {pid} started twice without an end"
-                start = j["t"]
-            else:
-                assert start is not None, f"{stack}: pid {pid} ended what it never started"
-                out.append((start, j["t"]))
-                start = None
-        if start is not None:
-            out.append((start, math.inf))
-    return sorted(out)
+def backend_dir(state_dir: Path) -> Path:
+    """The local cloud's file backend in a state folder (`<state>/pulumi-local/.pulumi`)."""
+    return state_dir / "pulumi-local" / ".pulumi"
 
 
-def started(state_dir: Path, stack: str, op: str) -> bool:
-    """Whether the journal shows `op` on `stack` starting."""
-    return any(
-        j["stack"].endswith("/" + stack) and j["op"] == op and j["phase"] == "start"
-        for j in read_journal(state_dir)
-    )
+def intervals(state_dir: Path, environment: str, stack: str) -> list[tuple[int, int]]:
+    """(start, end) in epoch seconds of each finished update, refresh or destroy of a stack, oldest
+    first, from Pulumi's own history files."""
+    return realenv.intervals(state_dir, environment, stack)
+
+
+def lock_files(state_dir: Path, environment: str, stack: str) -> list[Path]:
+    """The stack's lock files: the Pulumi CLI writes one when an operation starts and deletes it
+    when the operation ends; a killed CLI leaves its lock behind."""
+    folder = backend_dir(state_dir) / "locks" / "organization" / f"stackflow-{stack}" / environment
+    return sorted(folder.glob("*.json"))
+
+
+def started(state_dir: Path, environment: str, stack: str) -> bool:
+    """Whether an operation on the stack is under way (or was killed): its lock file exists."""
+    return bool(lock_files(state_dir, environment, stack))
+
+
+def checkpoint(state_dir: Path, environment: str, stack: str) -> dict[str, Any]:
+    """The stack's current deployment (resources, pending operations) from the file backend."""
+    path = backend_dir(state_dir) / "stacks" / f"stackflow-{stack}" / f"{environment}.json"
+    latest: dict[str, Any] = json.loads(path.read_text())["checkpoint"].get("latest") or {}
+    return latest
+
+
+def pending_operations(state_dir: Path, environment: str, stack: str) -> list[dict[str, Any]]:
+    """The operations an update began and never finished, as Pulumi recorded them."""
+    return list(checkpoint(state_dir, environment, stack).get("pending_operations") or [])
 
 
 def wait_until(condition: Any, timeout: float, what: str, poll: float = 0.1) -> None:
@@ -238,15 +294,46 @@ def active_slots(environment: str, stack: str) -> int:
         return limit.active_slots
 
 
+def task_runs(state: Any, timeout: float = 30) -> dict[str, Any]:
+    """A finished flow run's task runs by name (e.g. up-networking), read from the Prefect server
+    once each is in a final state there (a task run's states reach the server as events, a moment
+    after the run itself has moved on)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    from stackflow.localprefect import drain_prefect_queues
+
+    drain_prefect_queues()
+    flow_run_id = state.state_details.flow_run_id
+    found: dict[str, Any] = {}
+
+    def settled() -> bool:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                sort=TaskRunSort.EXPECTED_START_TIME_ASC,
+                limit=100,
+            )
+        found.clear()
+        found.update({run.name: run for run in runs})
+        return bool(runs) and all(run.state is not None and run.state.is_final() for run in runs)
+
+    wait_until(settled, timeout, "the flow run's task runs to reach a final state", poll=0.3)
+    return dict(found)
+
+
 # --- secrets --------------------------------------------------------------------------------------
 
 
-def find_in_files(root: Path, needles: Iterable[str]) -> list[str]:
-    """'<file>: <needle>' for every file under `root` that holds one of `needles` (bytes search)."""
+def find_in_files(root: Path, needles: Iterable[str], skip: Iterable[Path] = ()) -> list[str]:
+    """'<file>: <needle>' for every file under `root` (but `skip`) that holds one of `needles`
+    (bytes search)."""
     wanted = [(n, n.encode()) for n in needles]
+    skipped = set(skip)
     hits = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file():
+        if path in skipped or path.is_symlink() or not path.is_file():
             continue
         try:
             data = path.read_bytes()

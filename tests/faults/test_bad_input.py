@@ -1,18 +1,21 @@
 """Bad input: every case names what is wrong, exits non-zero and leaves state exactly as it was.
 
-One `prod` environment is deployed once for the module (simulated stacks, real MariaDB schema, the
-session's Prefect server); each case then runs against it and compares the state folder (every
-file's name and bytes) and the schema history table before and after. Most cases call the CLI's
-`main()` in this process (it returns the exit code); a few run `python flows/run.py` for real, and
-a few call the flows with bad parameters, as the UI and schedules do.
+One `prod-*` environment is deployed once for the module on the session's **local cloud** (the
+real Pulumi engine: its networking and database stacks, with a state passphrase of its own, and its
+migrations applied to its own MariaDB server); each case then runs against it and compares the state
+folder (every file's name and bytes) and the environment database's schema history table before and
+after. Most cases call the CLI's `main()` in this process (it returns the exit code); a few run
+`python flows/run.py` for real, and a few call the flows with bad parameters, as the UI and
+schedules do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,22 +24,28 @@ from typing import Any
 import pytest
 
 from flows.run import main
-from stackflow.localdb import grant_database
+from stackflow.localcloud.paths import passphrase as cloud_passphrase
 from stackflow.localprefect import free_port
 from stackflow.migrations import HistoryRecord
 from stackflow.settings import MysqlTarget
-from tests.faults.conftest import base_variables, use_variables
+from tests.faults.conftest import fault_variables
 from tests.faults.helpers import (
     RUN_PY,
+    FaultEnv,
     schema_history,
     snapshot_files,
     subprocess_env,
+    use_variables,
+    variables_set,
 )
-from tests.fixtures.mariadb import LocalMariaDB
+from tests.realenv import unique
 
 pytestmark = pytest.mark.faults
 
-ENVIRONMENT = "prod"  # protected: destroy needs --yes, so that refusal is tested on real state
+# protected: destroy needs --yes, so that refusal is tested on real state
+ENVIRONMENT = unique("prod")
+PASSPHRASE = "bad-input-passphrase-4b1d"  # the passphrase the module's stacks were deployed with
+WRONG_PASSPHRASE = "not-the-passphrase-93ac"
 WRONG_PASSWORD = "Wrong-Db-Password-7d1e"
 URL_PASSWORD = "UrlPassword-c0ffee"
 
@@ -65,21 +74,20 @@ class Deployed:
 
     state_dir: Path
     workdir: Path
-    db: MysqlTarget
+    db: MysqlTarget  # the environment's own database, from its outputs
     variables: dict[str, str]
     folders: dict[str, Path]
+    secrets: tuple[str, ...]  # never echoed: the passphrases and the database's password
 
 
 @pytest.fixture(scope="module")
 def deployed(
-    tmp_path_factory: pytest.TempPathFactory, prefect_server: Any, mariadb: LocalMariaDB
+    tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_server: Any
 ) -> Iterator[Deployed]:
-    """`prod` deployed once (simulated stacks; migrations applied for real to its own schema)."""
+    """`prod-*` deployed once on the local cloud: its networking and database stacks (with the
+    passphrase PASSPHRASE) and its migrations, on its own database server (the app stack is not
+    needed: no case gets past the database)."""
     base = tmp_path_factory.mktemp("bad-input")
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    with mariadb.admin() as conn:
-        grant_database(conn, schema, mariadb.target.user)
-    db = mariadb.target_for(schema)
     folders = {}
     for name, files in FOLDERS.items():
         folders[name] = base / "migrations" / name
@@ -87,17 +95,23 @@ def deployed(
         for filename, text in files.items():
             (folders[name] / filename).write_text(text)
     folders["missing"] = base / "migrations" / "missing"
-    variables = base_variables(base / "state", db) | {"STACKFLOW_ENVIRONMENT": ENVIRONMENT}
+    state_dir = base / "state"
+    variables = fault_variables(state_dir, local_cloud, prefect_server, ENVIRONMENT) | {
+        "STACKFLOW_STATE_PASSPHRASE": PASSPHRASE
+    }
     workdir = base / "work"
     workdir.mkdir()
-    with pytest.MonkeyPatch.context() as mp:
-        use_variables(mp, variables)
+    env = FaultEnv(state_dir, workdir, ENVIRONMENT, variables, local_cloud)
+    with variables_set(variables), pytest.MonkeyPatch.context() as mp:
         mp.chdir(workdir)  # no stray .env is read
-        assert main(["up", "--env", ENVIRONMENT]) == 0
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["up", "--env", ENVIRONMENT, "--stacks", "networking,database,migrate"])
+        assert code == 0, f"{out.getvalue()}\n{err.getvalue()}"
+        db = env.database()
         assert [r.version for r in schema_history(db)] == [1]
-        yield Deployed(base / "state", workdir, db, variables, folders)
-    with mariadb.admin() as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{schema}`")
+        secrets = (PASSPHRASE, cloud_passphrase(local_cloud.root), db.password.get_secret_value())
+        yield Deployed(state_dir, workdir, db, variables, folders, secrets)
 
 
 @dataclass(frozen=True)
@@ -240,12 +254,20 @@ CASES = [
         r"STACKFLOW_KIND: Input should be 'dev', 'staging', 'prod' or 'ephemeral'",
         env={"STACKFLOW_KIND": "production"},
     ),
+    # the retired simulated engine's settings are refused, never ignored
     Case(
-        "latency-not-json",
+        "engine-simulated",
         ("up",),
         2,
-        r"STACKFLOW_SIM_LATENCY_S: not valid JSON",
-        env={"STACKFLOW_SIM_LATENCY_S": "{database: 3}"},
+        r"STACKFLOW_ENGINE: 'simulated' is no longer accepted \(the simulated engine was retired",
+        env={"STACKFLOW_ENGINE": "simulated"},
+    ),
+    Case(
+        "sim-latency-retired",
+        ("up",),
+        2,
+        r"STACKFLOW_SIM_LATENCY_S: no longer a setting \(the simulated engine was retired",
+        env={"STACKFLOW_SIM_LATENCY_S": '{"database": 3}'},
     ),
     # stacks and commands
     Case(
@@ -260,42 +282,48 @@ CASES = [
         2,
         r"unknown stack 'App'",
     ),
-    Case("unknown-engine", ("up", "--engine", "pulumi"), 2, r"--engine: invalid choice: 'pulumi'"),
+    Case("unknown-cloud", ("up", "--cloud", "gcp"), 2, r"--cloud: invalid choice: 'gcp'"),
     Case("unknown-command", ("deploy",), 2, r"invalid choice: 'deploy'"),
     Case(
         "destroy-prod-unconfirmed",
         ("destroy",),
         2,
-        r"environment 'prod' is prod: destroying it needs explicit confirmation \(CLI: --yes",
+        rf"environment '{ENVIRONMENT}' is prod: destroying it needs explicit confirmation \(CLI: --yes",
     ),
     # secrets and backends
     Case(
         "aws-cloud-without-passphrase",
-        ("up", "--engine", "automation", "--cloud", "aws"),
+        ("up", "--cloud", "aws"),
         2,
         r"the aws cloud needs STACKFLOW_STATE_PASSPHRASE",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
     ),
+    # the stacks were deployed with PASSPHRASE: without one, the local cloud's own passphrase is
+    # used, which is not theirs either
     Case(
         "passphrase-missing-up",
         ("up",),
         1,
-        r"STACKFLOW_STATE_PASSPHRASE is not set, but the stacks in .* hold secrets sealed with a",
+        rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
+        r"\(STACKFLOW_STATE_PASSPHRASE",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
     ),
     Case(
         "passphrase-missing-outputs",
         ("outputs",),
-        2,
-        r"STACKFLOW_STATE_PASSPHRASE is not set",
+        1,
+        rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
+        r"\(STACKFLOW_STATE_PASSPHRASE",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
     ),
     Case(
         "passphrase-wrong-up",
         ("up",),
         1,
-        r"stack 'prod/database': .*incorrect passphrase.*STACKFLOW_STATE_PASSPHRASE differs",
-        env={"STACKFLOW_STATE_PASSPHRASE": "not-the-passphrase"},
+        rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
+        r"\(STACKFLOW_STATE_PASSPHRASE",
+        env={"STACKFLOW_STATE_PASSPHRASE": WRONG_PASSPHRASE},
+        leaks=(WRONG_PASSPHRASE,),
     ),
     Case(
         "backend-unknown-scheme",
@@ -317,14 +345,6 @@ CASES = [
         2,
         r"backend https://\.\.\. \(Pulumi Cloud\) needs STACKFLOW_PULUMI_ACCESS_TOKEN",
         env={"STACKFLOW_BACKEND_URL": "https://api.pulumi.com"},
-    ),
-    Case(
-        "sim-mysql-url-not-mysql",
-        ("up",),
-        2,
-        r"STACKFLOW_SIM_MYSQL_URL: database URL must start with mysql://",
-        env={"STACKFLOW_SIM_MYSQL_URL": f"postgres://u:{URL_PASSWORD}@127.0.0.1/app"},
-        leaks=(URL_PASSWORD,),
     ),
     # databases
     Case(
@@ -349,7 +369,7 @@ CASES = [
         "database-wrong-password",
         ("migrate",),
         1,
-        r"access denied for stackflow_test@127\.0\.0\.1:\d+/t_\w+: check the user name and password",
+        r"access denied for \w+@127\.0\.0\.\d+:\d+/\w+: check the user name and password",
         env={"STACKFLOW_DATABASE_URL": "<wrong password>"},
         leaks=(WRONG_PASSWORD,),
     ),
@@ -440,15 +460,16 @@ def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[Histor
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_named_and_changes_nothing_simulated(
+def test_bad_input_is_named_and_changes_nothing_on_the_local_cloud(
     case: Case,
     deployed: Deployed,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`main(argv)` with one bad value against a deployed (simulated) environment: exit code as
-    expected, the error names the problem, no traceback, no secret echoed, state unchanged."""
-    # main() writes --env/--engine into os.environ: setting them here first makes them restored.
+    """Local cloud: `main(argv)` with one bad value against the deployed environment: exit code as
+    expected, the error names the problem, no traceback, no secret echoed, state and schema history
+    unchanged."""
+    # main() writes --env/--cloud into os.environ: setting them here first makes them restored.
     use_variables(monkeypatch, deployed.variables)
     monkeypatch.chdir(deployed.workdir)
     for key, value in _variables(deployed, case).items():
@@ -472,11 +493,15 @@ def test_bad_input_is_named_and_changes_nothing_simulated(
 
     shown = f"exit {code}\n--- stdout\n{out.out}\n--- stderr\n{out.err}"
     assert code == case.code, shown
-    # the last line says why (a settings error lists one variable per line, under "error:")
-    assert "error:" in out.err, shown
-    assert re.search(case.names, out.err.rstrip().splitlines()[-1]), shown
+    # the CLI's message is the end of stderr: its `error: ` line and what follows (a settings
+    # error lists one variable per line; a stack's error ends with the Pulumi CLI's own lines)
+    lines = out.err.splitlines()
+    first = next((i for i, line in enumerate(lines) if "error: " in line), None)
+    assert first is not None, shown
+    message = "\n".join(lines[first:])
+    assert re.search(case.names, message, re.MULTILINE), shown
     assert "Traceback" not in out.out + out.err, shown
-    for value in case.leaks:
+    for value in (*case.leaks, *deployed.secrets):
         assert value not in out.out + out.err, f"{value!r} was echoed:\n{shown}"
     _unchanged(deployed, files, history)
 
@@ -484,13 +509,17 @@ def test_bad_input_is_named_and_changes_nothing_simulated(
 SUBPROCESS_CASES = [
     (("up", "--env", "Prod"), 2, r"STACKFLOW_ENVIRONMENT: environment name 'Prod' is not accepted"),
     (("up", "--stacks", "app,cache"), 2, r"unknown stack 'cache'"),
-    (("destroy",), 2, r"environment 'prod' is prod: destroying it needs explicit confirmation"),
+    (
+        ("destroy",),
+        2,
+        rf"environment '{ENVIRONMENT}' is prod: destroying it needs explicit confirmation",
+    ),
 ]
 
 
-def test_bad_input_through_the_real_cli_process_simulated(deployed: Deployed) -> None:
-    """`python flows/run.py` as a process (three at once): the process exit code, the last line of
-    stderr names the problem, and the (simulated) state and schema history are unchanged."""
+def test_bad_input_through_the_real_cli_process_on_the_local_cloud(deployed: Deployed) -> None:
+    """Local cloud: `python flows/run.py` as a process (three at once): the process exit code, the
+    last line of stderr names the problem, and the state and schema history are unchanged."""
     files, history = snapshot_files(deployed.state_dir), schema_history(deployed.db)
     env = subprocess_env(deployed.variables)
     procs = [
@@ -511,6 +540,7 @@ def test_bad_input_through_the_real_cli_process_simulated(deployed: Deployed) ->
         assert proc.returncode == code, shown
         assert "error: " in err and re.search(names, err.rstrip().splitlines()[-1]), shown
         assert "Traceback" not in out + err, shown
+        assert not [v for v in deployed.secrets if v in out + err], f"a secret was echoed:\n{shown}"
     _unchanged(deployed, files, history)
 
 
@@ -527,7 +557,7 @@ def test_bad_input_through_the_real_cli_process_simulated(deployed: Deployed) ->
         (
             "destroy",
             {"environment": ENVIRONMENT},
-            r"environment 'prod' is prod: destroying it needs explicit confirmation",
+            rf"environment '{ENVIRONMENT}' is prod: destroying it needs explicit confirmation",
         ),
     ],
     ids=[
@@ -537,7 +567,7 @@ def test_bad_input_through_the_real_cli_process_simulated(deployed: Deployed) ->
         "destroy-prod-unconfirmed",
     ],
 )
-def test_bad_flow_parameters_fail_the_run_and_change_nothing_simulated(
+def test_bad_flow_parameters_fail_the_run_and_change_nothing_on_the_local_cloud(
     flow: str,
     parameters: dict[str, Any],
     names: str,
@@ -545,7 +575,8 @@ def test_bad_flow_parameters_fail_the_run_and_change_nothing_simulated(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A flow called with a bad parameter (as from the UI or a schedule) ends Failed with a message
-    naming the parameter's problem; the simulated state and schema history are unchanged."""
+    naming the parameter's problem; the deployed environment's state (local cloud) and schema
+    history are unchanged."""
     from flows.pipeline import FLOWS
 
     use_variables(monkeypatch, deployed.variables)

@@ -1,8 +1,8 @@
-"""A deploy killed with SIGKILL mid-operation: the next deploy recovers what it left behind."""
+"""A deploy killed with SIGKILL mid-operation on the local cloud: the next deploy recovers what it left
+behind (the Pulumi lock, the pending operation, the concurrency slot) and completes."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -10,64 +10,107 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.helpers import FaultEnv, active_slots, started, wait_until
+from stackflow.localcloud.knobs import get_knobs, set_knobs
+from tests.faults.helpers import (
+    FaultEnv,
+    active_slots,
+    lock_files,
+    pending_operations,
+    started,
+    wait_until,
+)
+from tests.realenv import update_history
 
 pytestmark = pytest.mark.faults
 
+SUBNET = "aws:ec2/subnet:Subnet"
 
-def test_sigkill_mid_deploy_is_recovered_by_the_next_up_simulated(
+
+def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
     fault_env: FaultEnv, tmp_path: Path
 ) -> None:
-    """SIGKILL `up` while the simulated database stack is mid-update. The next `up` clears the
-    pending operation and releases the dead run's concurrency slot, then finishes; a third `up`
-    makes no engine call and every stack's outputs can be read."""
-    state_dir = fault_env.state_dir
-    log = tmp_path / "killed-run.log"
-    victim = fault_env.start(
-        "up", "--env", "dev", log=log, env={"STACKFLOW_SIM_LATENCY_S": '{"database": 20}'}
+    """Local cloud: `up` (networking) is held mid-operation by a hang knob on a subnet's create and
+    SIGKILLed with its Pulumi CLI. It leaves the stack's lock, a pending create and its concurrency
+    slot behind. The next `up` removes the lock, clears the pending create and releases the slot,
+    then completes; a third `up` makes no engine call and the outputs read back."""
+    env, state_dir = fault_env.environment, fault_env.state_dir
+    set_knobs(
+        fault_env.cloud.url,
+        {
+            "faults": [
+                {"kind": "hang", "count": 1, "environment": env, "type": SUBNET},
+            ]
+        },
     )
+
+    def hung() -> bool:
+        """A subnet's create reached the plugin, which will never answer, and every other create
+        under way has finished: the stack's state holds that one pending create."""
+        if not started(state_dir, env, "networking"):
+            return False  # no update has taken the stack's lock yet
+        (fault,) = [f for f in get_knobs(fault_env.cloud.url).faults if f.environment == env]
+        if fault.count != 0:
+            return False
+        try:
+            pending = pending_operations(state_dir, env, "networking")
+        except (OSError, ValueError, KeyError):
+            return False  # no state yet, or a write under way
+        return [p["resource"]["type"] for p in pending] == [SUBNET]
+
+    log = tmp_path / "killed-run.log"
+    victim = fault_env.start("up", "--env", env, "--stacks", "networking", log=log)
     try:
         wait_until(
-            lambda: started(state_dir, "database", "up") or victim.poll() is not None,
-            timeout=120,
-            what="the simulated database `up` to start",
+            lambda: hung() or victim.poll() is not None,
+            timeout=180,
+            what="the networking `up` to hang on a subnet's create, alone",
+            poll=0.3,
         )
         assert victim.poll() is None, f"the run ended before it could be killed:\n{log.read_text()}"
-        os.killpg(victim.pid, signal.SIGKILL)
+        os.killpg(victim.pid, signal.SIGKILL)  # the CLI process and its `pulumi` child
         victim.wait(timeout=30)
     finally:
         if victim.poll() is None:
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait(timeout=30)
 
-    # What the kill left behind: a pending operation in the stack's state and a held slot.
-    database_state = state_dir / "simulated" / "stacks" / "stackflow-database" / "dev.json"
-    pending = json.loads(database_state.read_text()).get("pending_operation")
-    assert pending is not None and pending["pid"] == victim.pid, pending
-    assert active_slots("dev", "database") == 1
+    # What the kill left behind: Pulumi's lock, a pending create, a held slot and its holder record.
+    (lock,) = lock_files(state_dir, env, "networking")
+    (pending,) = pending_operations(state_dir, env, "networking")
+    assert (pending["type"], pending["resource"]["type"]) == ("creating", SUBNET), pending
+    assert active_slots(env, "networking") == 1
+    assert list((state_dir / "holders").glob("*.json")), "no slot holder record was left"
+    assert update_history(state_dir, env, "networking") == []  # the update never finished
 
-    second = fault_env.cli("up", "--env", "dev")
+    second = fault_env.cli("up", "--env", env, "--stacks", "networking")
     assert second.returncode == 0, second
-    assert (
-        f"has a pending up left by an interrupted run (pid {victim.pid}); clearing it"
-        in second.output
+    assert re.search(
+        rf"stack {env}/networking: removed the lock of an interrupted update \(pulumi pid \d+",
+        second.output,
     ), second
     assert (
-        f"released the concurrency slot of dev/database held by pid {victim.pid}" in second.output
+        f"stack {env}/networking has 1 pending operations left by an interrupted update; "
+        "clearing them" in second.output
     ), second
-    assert re.search(r"^database\s+updated ", second.stdout, re.MULTILINE), second  # finished now
-    assert "pending_operation" not in json.loads(database_state.read_text())
-    assert active_slots("dev", "database") == 0
+    assert (
+        f"released the concurrency slot of {env}/networking held by pid {victim.pid}, which is "
+        "gone" in second.output
+    ), second
+    assert not re.search(r"currently locked|will retry", second.output), second
+    assert re.search(r"^networking\s+updated ", second.stdout, re.MULTILINE), second
+    assert not lock.exists() and lock_files(state_dir, env, "networking") == []
+    assert pending_operations(state_dir, env, "networking") == []
+    assert active_slots(env, "networking") == 0
     assert not list((state_dir / "holders").glob("*.json")), "a slot holder record was left"
 
-    # consistent: a third `up` finds every stack up to date, and every stack's outputs read back
-    third = fault_env.main("up", "--env", "dev")
+    # consistent: a third `up` finds the stack up to date; its outputs read back and name exactly
+    # the subnets the cloud holds (the one whose create was killed among them, created once)
+    third = fault_env.main("up", "--env", env, "--stacks", "networking")
     assert third.returncode == 0, third
     assert "engine operations: 0;" in third.stdout, third
-
-    outputs = fault_env.main("outputs", "--env", "dev", "--json")
-    assert outputs.returncode == 0, outputs
-    shown = json.loads(outputs.stdout)
-    assert set(shown) == {"networking", "database", "app"}
-    assert all(shown.values()), shown  # every stack has outputs in its state
-    assert shown["database"]["password"] == "[secret]"
+    outputs = fault_env.outputs("networking")["networking"]
+    subnets = fault_env.cloud.client("ec2").describe_subnets(
+        Filters=[{"Name": "tag:environment", "Values": [env]}]
+    )["Subnets"]
+    declared = outputs["public_subnet_ids"] + outputs["private_subnet_ids"]
+    assert sorted(s["SubnetId"] for s in subnets) == sorted(declared), (subnets, outputs)

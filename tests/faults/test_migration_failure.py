@@ -1,14 +1,16 @@
-"""A migration that fails half way: recorded, refused until repaired, then applied."""
+"""A migration that fails half way, on the environment's own database on the local cloud: recorded,
+refused until repaired, then applied."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from stackflow.migrations import connect
 from stackflow.settings import MigrationSettings
-from tests.faults.helpers import FaultEnv, schema_history, url_of
+from tests.faults.helpers import FaultEnv, schema_history
 
 pytestmark = pytest.mark.faults
 
@@ -17,47 +19,55 @@ BROKEN = "CREATE TABLE shape (id INT PRIMARY KEY);\nINSERT INTO no_such_table VA
 FIXED = "CREATE TABLE IF NOT EXISTS shape (id INT PRIMARY KEY);\nINSERT INTO shape VALUES (1);\n"
 
 
-def test_failed_migration_blocks_deploys_until_repaired_simulated(
+def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     fault_env: FaultEnv, tmp_path: Path
 ) -> None:
-    """A file failing at its second statement fails the deploy naming the file and is recorded as
-    failed; the next deploy refuses, naming it; `migrate --repair` (URL from the environment,
-    not the command line) and a fixed file let the deploy through. Simulated stacks, real MariaDB."""
+    """Local cloud, one environment deployed for real: a file failing at its second statement
+    fails the first deploy naming the file (the app is not deployed) and is recorded as failed in
+    the environment's own database; the next deploy refuses, naming it; `migrate --repair` (the
+    database found from the environment's outputs) and a fixed file let the deploy through."""
+    env = fault_env.environment
     folder = tmp_path / "migrations"
     folder.mkdir()
     (folder / "V001__create_color.sql").write_text("CREATE TABLE color (id INT PRIMARY KEY);\n")
     bad = folder / "V002__create_shape.sql"
     bad.write_text(BROKEN)
-    env = {"STACKFLOW_MIGRATIONS_DIR": str(folder)}
+    migrations = {"STACKFLOW_MIGRATIONS_DIR": str(folder)}
 
-    first = fault_env.cli("up", "--env", "dev", env=env)
+    first = fault_env.cli("up", "--env", env, env=migrations)
     assert first.returncode == 1, first
     assert first.error_line.startswith(
         "error: migrate: V002__create_shape.sql: statement 2 of 2 (line 2) failed"
     ), first
-    rows = {r.version: r for r in schema_history(fault_env.db)}
+    assert re.search(r"^app\s+not run ", first.stdout, re.MULTILINE), first
+    db = fault_env.database()  # the environment's own MariaDB server, from its outputs
+    assert db.host.startswith("127.0.0.") and db.host != "127.0.0.1", db.host
+    rows = {r.version: r for r in schema_history(db)}
     assert rows[1].success and not rows[2].success, rows
     assert rows[2].error is not None and rows[2].error.startswith("statement 2 of 2 (line 2)")
 
     # the later runs call the CLI's main() in this process: the same code, without the start-up
-    second = fault_env.main("up", "--env", "dev", env=env)
+    second = fault_env.main("up", "--env", env, env=migrations)
     assert second.returncode == 1, second
     last_line = second.stderr.strip().splitlines()[-1]  # in-process: nothing prints after it
     assert last_line == second.error_line, second
     assert str(bad) in last_line and "failed in an earlier run" in last_line, second
     assert "migrate --repair" in last_line, second
-    assert {r.version: r for r in schema_history(fault_env.db)} == rows  # nothing more ran
+    assert "engine operations: 0;" in second.stdout, second  # the stacks were up to date
+    assert {r.version: r for r in schema_history(db)} == rows  # nothing more ran
 
     bad.write_text(FIXED)
-    url = url_of(fault_env.db)
-    repair = fault_env.main("migrate", "--repair", env={"STACKFLOW_DATABASE_URL": url})
+    repair = fault_env.main("migrate", "--env", env, "--repair")
     assert repair.returncode == 0, repair
     assert "cleared failed records" in repair.stdout and "V2" in repair.stdout, repair
-    assert fault_env.db.password.get_secret_value() not in repair.output
+    assert db.password.get_secret_value() not in repair.output
+    assert [r.version for r in schema_history(db)] == [1]
 
-    third = fault_env.main("up", "--env", "dev", env=env)
+    third = fault_env.main("up", "--env", env, env=migrations)
     assert third.returncode == 0, third
-    assert [(r.version, r.success) for r in schema_history(fault_env.db)] == [(1, True), (2, True)]
-    with connect(fault_env.db, MigrationSettings()) as conn, conn.cursor() as cur:
+    assert re.search(r"^migrate\s+migrated .*1 applied, 1 already applied", third.stdout, re.M)
+    assert re.search(r"^verify\s+healthy ", third.stdout, re.MULTILINE), third
+    assert [(r.version, r.success) for r in schema_history(db)] == [(1, True), (2, True)]
+    with connect(db, MigrationSettings()) as conn, conn.cursor() as cur:
         cur.execute("SELECT id FROM shape")
         assert cur.fetchall() == ((1,),)

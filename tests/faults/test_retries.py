@@ -1,92 +1,123 @@
-"""Retries: a transient fault is retried exactly as often as it happens; a permanent one never."""
+"""Retries on the local cloud: an AWS error a retry may get past (Throttling) is retried exactly as
+often as it happens; a permanent one never; retries stop at STACKFLOW_STACK_RETRIES.
+
+The faults come from the local cloud's knobs: the provider plugin refuses the VPC's create with AWS's
+own error code, the real Pulumi CLI fails the update, and the flow's retry policy decides. Each case
+deploys only the networking stack of an environment of its own. Attempts are counted three ways:
+what the knob consumed, the Prefect task run's run count, and Pulumi's own update history.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
-from uuid import UUID
 
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-from prefect.client.schemas.objects import TaskRun
-from prefect.client.schemas.sorting import TaskRunSort
 
-from stackflow.engine.simulated import inject_fault, read_journal
-from tests.faults.helpers import FaultEnv, statuses
+from stackflow.localcloud.knobs import get_knobs, set_knobs
+from tests.faults.helpers import FaultEnv, statuses, task_runs
+from tests.realenv import update_history
 
 pytestmark = pytest.mark.faults
 
-
-def task_runs(state: Any) -> dict[str, TaskRun]:
-    """The flow run's task runs by name (e.g. up-database), read from the Prefect server."""
-    flow_run_id: UUID = state.state_details.flow_run_id
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-            sort=TaskRunSort.EXPECTED_START_TIME_ASC,
-            limit=100,
-        )
-    return {run.name: run for run in runs}
+VPC = "aws:ec2/vpc:Vpc"
 
 
-def ups_started(fault_env: FaultEnv, stack: str) -> int:
-    return sum(
-        1
-        for j in read_journal(fault_env.state_dir)
-        if j["stack"] == f"dev/{stack}" and j["op"] == "up" and j["phase"] == "start"
-    )
+def fault_on_the_vpc(fault_env: FaultEnv, kind: str, count: int, **extra: Any) -> None:
+    """A fault on the create of this environment's VPC (networking stack) only."""
+    fault = {
+        "kind": kind,
+        "count": count,
+        "environment": fault_env.environment,
+        "node": "networking",
+        "type": VPC,
+        "operations": ["create"],
+        **extra,
+    }
+    set_knobs(fault_env.cloud.url, {"faults": [fault]})
 
 
-def test_transient_fault_is_retried_exactly_n_times_then_succeeds_simulated(
+def faults_left(fault_env: FaultEnv) -> int:
+    """How many hits the environment's fault has left (each attempt that reached it took one)."""
+    (fault,) = [
+        f for f in get_knobs(fault_env.cloud.url).faults if f.environment == fault_env.environment
+    ]
+    assert fault.count is not None
+    return fault.count
+
+
+def update_results(fault_env: FaultEnv) -> list[str]:
+    """The result of every update of the networking stack, oldest first (Pulumi's history)."""
+    history = update_history(fault_env.state_dir, fault_env.environment, "networking")
+    return [record["result"] for record in history if record["kind"] == "update"]
+
+
+def vpcs_of(fault_env: FaultEnv) -> list[str]:
+    """The VPCs the local cloud holds for this environment."""
+    ec2 = fault_env.cloud.client("ec2")
+    found = ec2.describe_vpcs(
+        Filters=[{"Name": "tag:environment", "Values": [fault_env.environment]}]
+    )["Vpcs"]
+    return [vpc["VpcId"] for vpc in found]
+
+
+def test_throttling_is_retried_exactly_n_times_then_succeeds_on_the_local_cloud(
     fault_env: FaultEnv,
 ) -> None:
-    """Two injected transient faults (a simulated lock conflict) on the database stack: three
-    engine calls, the third succeeds, and the deploy completes."""
+    """Local cloud: two Throttling refusals of the VPC's create: three attempts (the knob's two hits
+    consumed, the task run ran three times, Pulumi recorded two failed updates then a successful
+    one), the third succeeds, and the cloud holds exactly one VPC."""
     from flows.pipeline import deploy
 
-    inject_fault(fault_env.state_dir, "database", transient=2, operations=("up",))
-    state = deploy(environment="dev", return_state=True)
+    fault_on_the_vpc(fault_env, "transient", 2, code="Throttling")
+    state = deploy(environment=fault_env.environment, stacks=["networking"], return_state=True)
     assert state.is_completed(), state
     summary = state.result()
-    assert summary["engine_calls"].count("up:database") == 3, summary["engine_calls"]
-    assert summary["engine_calls"].count("up:networking") == 1
-    assert statuses(summary)["database"] == "updated"
-    assert task_runs(state)["up-database"].run_count == 3
-    assert ups_started(fault_env, "database") == 1  # only the successful call ran the operation
-    faults = json.loads((fault_env.state_dir / "simulated" / "faults.json").read_text())
-    assert faults["database"]["transient"] == 0  # both injected faults were consumed
+    assert summary["engine_calls"].count("up:networking") == 3, summary["engine_calls"]
+    assert statuses(summary)["networking"] == "updated"
+    assert task_runs(state)["up-networking"].run_count == 3
+    assert faults_left(fault_env) == 0  # both refusals were met
+    assert update_results(fault_env) == ["failed", "failed", "succeeded"]
+    assert len(vpcs_of(fault_env)) == 1
 
 
-def test_permanent_fault_is_not_retried_simulated(fault_env: FaultEnv) -> None:
-    """A permanent fault (a simulated program error) on the app stack: exactly one engine call,
-    the deploy fails naming the stack, no retry is announced."""
+def test_permanent_aws_error_is_not_retried_on_the_local_cloud(fault_env: FaultEnv) -> None:
+    """Local cloud: an InvalidParameterValue (a refusal no retry fixes) on the VPC's create: one
+    attempt only (one of the knob's five hits consumed, one task run attempt, one failed update),
+    and the deploy fails naming the stack and AWS's error code."""
     from flows.pipeline import PipelineFailed, deploy
 
-    inject_fault(fault_env.state_dir, "app", permanent=True, operations=("up",))
-    state = deploy(environment="dev", return_state=True)
+    fault_on_the_vpc(fault_env, "permanent", 5)
+    state = deploy(environment=fault_env.environment, stacks=["networking"], return_state=True)
     assert state.is_failed(), state
-    with pytest.raises(PipelineFailed, match=r"stack 'dev/app'.*injected permanent fault"):
+    with pytest.raises(
+        PipelineFailed,
+        match=rf"stack '{fault_env.environment}/networking'.*api error InvalidParameterValue",
+    ):
         state.result()
-    runs = task_runs(state)
-    assert runs["up-app"].run_count == 1, runs["up-app"]
-    assert runs["up-app"].state is not None and runs["up-app"].state.is_failed()
-    assert runs["up-database"].run_count == 1
-    assert ups_started(fault_env, "app") == 0
+    run = task_runs(state)["up-networking"]
+    assert run.run_count == 1, run
+    assert run.state is not None and run.state.is_failed()
+    assert faults_left(fault_env) == 4
+    assert update_results(fault_env) == ["failed"]
+    assert vpcs_of(fault_env) == []
 
 
-def test_transient_fault_beyond_the_retry_budget_fails_naming_the_stack_simulated(
+def test_throttling_beyond_the_retry_budget_fails_naming_the_stack_on_the_local_cloud(
     fault_env: FaultEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More transient faults than STACKFLOW_STACK_RETRIES allows: retries stop at the budget
-    (1 retry: two engine calls) and the deploy fails naming the stack and the conflict."""
+    """Local cloud: more Throttling refusals than STACKFLOW_STACK_RETRIES allows: retries stop at
+    the budget (1 retry: two attempts, two of the knob's five hits consumed) and the deploy fails
+    naming the stack and AWS's error code."""
     from flows.pipeline import PipelineFailed, deploy
 
     monkeypatch.setenv("STACKFLOW_STACK_RETRIES", "1")
-    inject_fault(fault_env.state_dir, "networking", transient=5, operations=("up",))
-    state = deploy(environment="dev", return_state=True)
-    with pytest.raises(PipelineFailed, match=r"stack 'dev/networking'.*Conflict"):
+    fault_on_the_vpc(fault_env, "transient", 5, code="Throttling")
+    state = deploy(environment=fault_env.environment, stacks=["networking"], return_state=True)
+    with pytest.raises(
+        PipelineFailed,
+        match=rf"stack '{fault_env.environment}/networking'.*api error Throttling",
+    ):
         state.result()
     assert task_runs(state)["up-networking"].run_count == 2
-    faults = json.loads((fault_env.state_dir / "simulated" / "faults.json").read_text())
-    assert faults["networking"]["transient"] == 3
+    assert faults_left(fault_env) == 3
+    assert update_results(fault_env) == ["failed", "failed"]
