@@ -16,11 +16,11 @@ import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
 from programs.app import EXECUTION_POLICY_ARN, AppArgs, app
-from stackflow.engine.mockruntime import AwsMocks, run_program
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.registry import Props, Registry, ResourceType, auto_name
 from stackflow.localcloud.resources import ecs, elb, iam, logs
 from tests.fixtures.localcloud import LocalCloud, local_cloud  # noqa: F401 (not in conftest yet)
+from tests.unit.pulumi_mocks import AwsMocks, run_program
 
 pytestmark = pytest.mark.integration
 

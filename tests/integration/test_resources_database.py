@@ -19,7 +19,6 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from programs.database import PASSWORD_LENGTH, PASSWORD_SPECIALS, DatabaseArgs, database
-from stackflow.engine.mockruntime import AwsMocks, run_program
 from stackflow.localcloud import resources
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.plugin import diff_inputs
@@ -28,6 +27,7 @@ from stackflow.localcloud.resources import random as random_resources
 from stackflow.localcloud.resources import rds, secretsmanager
 from tests.fixtures.localcloud import LocalCloud
 from tests.integration.test_resources_app import assert_clean, assert_deleted, refreshed, unique
+from tests.unit.pulumi_mocks import AwsMocks, run_program
 
 pytestmark = pytest.mark.integration
 
