@@ -143,9 +143,7 @@ def stack_operation(
 
     with stack_slot(settings.state_dir, settings.environment, node, logger.info):
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
-            logger.warning(
-                "%s: recovered what an interrupted operation left behind", spec.label
-            )
+            logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
         try:
             if drifted:
                 # Drift found earlier: adopt what the cloud holds, so the update puts it back.

@@ -209,7 +209,7 @@ def test_a_retired_simulator_setting_in_dotenv_is_refused_too(
 ) -> None:
     """A `.env` left from the simulated engine must not turn an offline rehearsal into a deploy."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / ".env").write_text("STACKFLOW_SIM_DRIFT=[\"app\"]\n")
+    (tmp_path / ".env").write_text('STACKFLOW_SIM_DRIFT=["app"]\n')
     with pytest.raises(SettingsError, match="STACKFLOW_SIM_DRIFT: no longer a setting"):
         get_settings()
     (tmp_path / ".env").write_text("STACKFLOW_ENGINE=automation\n")
