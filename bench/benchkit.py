@@ -522,6 +522,14 @@ def table(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cell(text: str) -> str:
+    """Markdown for a cell: a leading indent as an arrow, `*` outside code spans escaped."""
+    indent = text.startswith("  ")
+    parts = text.strip().split("`")
+    parts[::2] = [p.replace("*", "\\*").replace("|", "\\|") for p in parts[::2]]
+    return ("↳ " if indent else "") + "`".join(parts)
+
+
 def markdown_table(results: Mapping[str, Any]) -> str:
     """The same rows as a Markdown table (for the README)."""
     lines = [
@@ -529,5 +537,5 @@ def markdown_table(results: Mapping[str, Any]) -> str:
         "| measured with |",
         "|---|---|---|---|---|",
     ]
-    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows(results)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows(results)]
     return "\n".join(lines)

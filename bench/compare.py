@@ -127,13 +127,10 @@ class Sides:
         operation: str,
         environments: list[str],
         settings: Mapping[str, str] | None = None,
-        graph: Path | None = None,
     ) -> tuple[Run, dict[str, Any]]:
         out = self.folder / f"plain-{self._count + 1}.json"
         argv = [PYTHON, PLAIN, operation, *[f"--env={e}" for e in environments]]
         argv += ["--work", str(self.plain_work), "--out", str(out)]
-        if graph is not None:
-            argv += ["--graph-out", str(graph)]
         env = self.s.env(None, **SETTINGS, **(settings or {}))
         run = run_measured(argv, env, self._log(f"plain-{what}")).check()
         timings: dict[str, Any] = json.loads(out.read_text())
@@ -143,6 +140,12 @@ class Sides:
         )
         say(f"plain script {what}: {run.wall_s:.1f}s (loop {timings['wall_s']:.1f}s)")
         return run, timings
+
+    def graph(self, environment: str, out: Path) -> None:
+        """The resource graph of a deployed environment of the script's (not a measurement)."""
+        argv = [PYTHON, PLAIN, "graph", f"--env={environment}", "--work", str(self.plain_work)]
+        env = self.s.env(None, **SETTINGS)
+        run_measured([*argv, "--out", str(out)], env, self._log("plain-graph")).check()
 
 
 def _pair(first_ours: bool, ours: Callable[[], Any], plain: Callable[[], Any]) -> tuple[Any, Any]:
@@ -196,12 +199,11 @@ def measure(
         a, b = _pair(
             i % 2 == 0,
             functools.partial(sides.ours, "first-up", ["up", "--env", f"ours-{suffix}"]),
-            functools.partial(
-                _plain_run, sides, "first-up", "up", [f"plain-{suffix}"], None, graph_file
-            ),
+            functools.partial(_plain_run, sides, "first-up", "up", [f"plain-{suffix}"]),
         )
         first_ours.append(a)
         first_plain.append(b)
+    sides.graph("plain-a", graph_file)  # untimed: read back what Pulumi recorded
     critical = critical_path_s(json.loads(graph_file.read_text()), DEPLOY_LATENCY_S)
     cp = critical["environment"]
     say(f"critical path of the injected latencies: {critical}")
@@ -458,7 +460,8 @@ def measure(
 
 
 def _short(latency: Mapping[str, float]) -> str:
-    return ", ".join(f"{k.split(':')[-1]} {v:g}s" for k, v in latency.items())
+    names = {"*": "anything else"}
+    return ", ".join(f"{names.get(k, k.split(':')[-1])} {v:g} s" for k, v in latency.items())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -476,6 +479,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="write results here instead of bench/results.json")
     args = parser.parse_args(argv)
     LOGS.mkdir(exist_ok=True)
+    for old in LOGS.glob("compare-*.log"):  # an earlier run's, numbered differently
+        old.unlink()
     with workdir("compare") as tmp, session(Path(tmp)) as s:
         results = measure(
             s, Path(tmp), args.envs, args.noop_runs, args.first_runs, args.refresh_runs

@@ -16,8 +16,11 @@ loopback), never AWS.
 
     .venv/bin/python bench/plain_automation.py up --env plain-a [--env plain-b ...] --work DIR
     .venv/bin/python bench/plain_automation.py refresh --env plain-a --work DIR
+    .venv/bin/python bench/plain_automation.py graph --env plain-a --work DIR --out FILE
 
-Timings go to --out (JSON): the wall time of the whole loop and of each stack operation.
+Timings go to --out (JSON): the wall time of the whole loop and of each stack operation. `graph`
+writes each stack's resources with their types and dependencies instead (no values), for the
+critical path of the injected latencies; it is not part of any timed run.
 """
 
 from __future__ import annotations
@@ -170,8 +173,7 @@ class PlainScript:
             self._timed(environment, name, "refresh", started)
 
     def resource_graph(self, environment: str) -> dict[str, list[dict[str, Any]]]:
-        """Each stack's resources with their type and dependencies (no values): for the critical
-        path of the injected latencies. Not timed."""
+        """Each stack's resources with their type and dependencies (no values)."""
         settings = get_settings(environment=environment)
         found: dict[str, list[dict[str, Any]]] = {}
         for name, _output_type in STACKS:
@@ -210,15 +212,21 @@ def wait_healthy(url: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("operation", choices=("up", "refresh"))
+    parser.add_argument("operation", choices=("up", "refresh", "graph"))
     parser.add_argument("--env", action="append", required=True, help="environment (repeatable)")
     parser.add_argument("--work", type=Path, required=True, help="its backend and workspaces")
-    parser.add_argument("--out", type=Path, help="write timings here (JSON)")
-    parser.add_argument("--graph-out", type=Path, help="write the resource graph here (untimed)")
+    parser.add_argument("--out", type=Path, help="write timings (or the graph) here (JSON)")
     args = parser.parse_args(argv)
     first = get_settings(environment=args.env[0])
     started = time.perf_counter()
     script = PlainScript(args.work.resolve(), first)
+    if args.operation == "graph":
+        graph = json.dumps(script.resource_graph(args.env[0]))
+        if args.out is not None:
+            args.out.write_text(graph)
+        else:
+            print(graph)
+        return 0
     setup_s = time.perf_counter() - started
     for environment in args.env:
         if args.operation == "up":
@@ -237,8 +245,6 @@ def main(argv: list[str] | None = None) -> int:
             "setup_s": round(setup_s, 3),
             "operations": script.timings,
         }
-        if args.graph_out is not None:
-            args.graph_out.write_text(json.dumps(script.resource_graph(args.env[0])))
         args.out.write_text(json.dumps(result))
     return 0
 
