@@ -81,6 +81,19 @@ _CHANGE = {
 # --- small helpers -----------------------------------------------------------------------------
 
 
+# pulumi_aws loads its submodules (ec2, rds, ...) on first attribute access, and that first load
+# is not thread-safe: two programs touching `aws.ec2` at once in one process (several environments
+# deployed by one parent flow) can see a half-loaded module ("has no attribute 'Vpc'"). Programs
+# declare their resources under this lock; declaring takes milliseconds, the deploy runs after.
+_DECLARE_LOCK = threading.Lock()
+
+
+def declared_exports(program: ProgramFn) -> Mapping[str, Any]:
+    """Run `program`'s declarations, one program at a time in this process; its exports."""
+    with _DECLARE_LOCK:
+        return program()
+
+
 def pulumi_program(program: ProgramFn) -> auto.PulumiFn:
     """The inline Pulumi program for `program`: declares its resources and exports what it returns.
 
@@ -89,7 +102,7 @@ def pulumi_program(program: ProgramFn) -> auto.PulumiFn:
     """
 
     def declare() -> None:
-        for key, value in program().items():
+        for key, value in declared_exports(program).items():
             pulumi.export(key, value)
 
     return declare

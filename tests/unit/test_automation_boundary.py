@@ -652,3 +652,41 @@ def test_boundary_remove_of_a_stack_with_resources_is_permanent(
 def test_boundary_stack_errors_pass_through_classify_unchanged() -> None:
     error: StackError = TransientStackError("dev/app", "held")
     assert classify(error, "dev/app", Redactor()) is error
+
+
+def test_programs_declared_at_once_in_one_process_never_see_a_half_loaded_provider() -> None:
+    """pulumi_aws loads `aws.ec2` and the rest on first use, and that load is not thread-safe:
+    four programs first touching them at the same moment (environments deployed by one parent
+    flow) once failed with "module 'pulumi_aws.ec2' has no attribute 'Vpc'". A fresh interpreter,
+    as the first deploy of a process is."""
+    code = """
+import threading
+import pulumi_aws as aws
+from stackflow.engine.automation import declared_exports
+
+programs = [
+    lambda: {"t": aws.ec2.Vpc},
+    lambda: {"t": aws.rds.Instance},
+    lambda: {"t": aws.ecs.Cluster},
+    lambda: {"t": aws.ec2.Subnet},
+]
+barrier, errors = threading.Barrier(len(programs)), []
+
+def declare(program):
+    barrier.wait()
+    try:
+        declared_exports(program)
+    except Exception as exc:
+        errors.append(repr(exc))
+
+threads = [threading.Thread(target=declare, args=(p,)) for p in programs]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(errors)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
