@@ -7,7 +7,7 @@ exists anywhere; the user's password is sent over the socket and never written t
 
 The local cloud's data plane runs many such servers, one per folder: `prepare_template` initialises
 a data folder once, and `start_local_mariadb` starts a server from a copy of it on a loopback
-address of its own (127.0.0.x) with extra server options (a small memory footprint).
+address of its own (127.x.y.z) with extra server options (a small memory footprint).
 """
 
 from __future__ import annotations

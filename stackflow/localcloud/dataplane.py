@@ -3,7 +3,7 @@
 The cloud server calls `Dataplane.on_api_call` after each successful mutating AWS request:
 
 - RDS `CreateDBInstance` starts a `mariadbd` of its own (detached: it outlives the server) on a
-  loopback address of its own (127.0.0.x) at the requested port, from a copy of a data folder
+  loopback address of its own (127.x.y.z, from the cloud's own /16) at the requested port, from a copy of a data folder
   initialised once, and creates the master user and the database. `ModifyDBInstance` changes the
   password (or port, or identifier), `Reboot`/`Stop`/`StartDBInstance` do what they say, and
   `DeleteDBInstance` dumps a final snapshot (unless skipped), stops the server and removes its data.
@@ -15,7 +15,7 @@ after a restart. The master password is sent to the server over its Unix socket 
 written to disk or logged. This is the local cloud, not AWS.
 
 Layout:
-    addresses.json              {"databases": {id: "127.0.0.x"}, "load_balancers": {name: ...}}
+    addresses.json              {"databases": {id: "127.x.y.z"}, "load_balancers": {name: ...}}
     template/                   the initialised data folder that every instance copies
     db/<identifier>/            instance.json (the record), data/, server.json, mariadbd.log
     lb/<name>.json              {"name", "arn", "listeners": {listener arn: port}}
@@ -25,6 +25,7 @@ Layout:
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import ipaddress
 import json
 import logging
@@ -57,7 +58,7 @@ ELBV2 = "elasticloadbalancing"
 DEFAULT_DB_PORT = 3306
 MYSQL_ENGINES = frozenset({"mysql", "mariadb"})
 # The hosts the master user may connect from: any, the socket, and loopback (clients on this
-# machine reach 127.0.0.x from 127.0.0.1).
+# machine reach 127.x.y.z from 127.0.0.1).
 MASTER_HOSTS = ("%", "localhost", "127.0.0.1")
 # Small servers: a few of them (one per environment) must fit next to everything else.
 SERVER_ARGS = (
@@ -75,8 +76,20 @@ SERVER_ARGS = (
     "--table-open-cache=256",
     "--thread-cache-size=4",
 )
-_FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.2")
-_LAST_ADDRESS = ipaddress.IPv4Address("127.0.255.254")
+
+
+def address_pool(root: Path) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]:
+    """The first and last loopback address a local cloud hands out: a /16 of 127.0.0.0/8 of its
+    own, chosen by its folder. Two local clouds on one machine (two clones, two test workers) then
+    never hand out one address, not even while one is stopped and its servers do not listen."""
+    digest = hashlib.sha256(str(root.resolve()).encode()).digest()
+    second = int.from_bytes(digest[:4], "big") % 254 + 1  # 127.1.x.x to 127.254.x.x
+    return (
+        ipaddress.IPv4Address(f"127.{second}.0.2"),
+        ipaddress.IPv4Address(f"127.{second}.255.254"),
+    )
+
+
 # Identifiers become folder and file names: AWS's own characters only, no path tricks.
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,254}$")
 _TRUE = "true"
@@ -620,10 +633,10 @@ class Dataplane:
                 return found
             used = {a for names in table.values() for a in names.values()}
             used |= _listening_addresses()
-            candidate = _FIRST_ADDRESS
+            candidate, last = address_pool(self.root)
             while str(candidate) in used or str(candidate).endswith((".0", ".255")):
                 candidate += 1
-                if candidate > _LAST_ADDRESS:
+                if candidate > last:
                     raise DataplaneError(
                         f"no loopback address left for {name}: {self.dir / 'addresses.json'} "
                         f"holds {len(used)}; remove entries of deleted resources"

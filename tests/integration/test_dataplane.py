@@ -137,7 +137,7 @@ def test_each_instance_is_its_own_server_with_its_own_password(plane: Dataplane)
     dbs = plane.endpoints()["databases"]
     assert dbs["db-one"]["host"] != dbs["db-two"]["host"]
     for where in dbs.values():
-        assert where["host"].startswith("127.0.0.") and where["host"] != "127.0.0.1"
+        assert where["host"].startswith("127.") and where["host"] != "127.0.0.1"
         assert where["port"] == 3306 and where["running"] is True
     assert refused(plane, "db-one", one) == 0
     assert refused(plane, "db-two", two) == 0
@@ -154,12 +154,27 @@ def test_each_instance_is_its_own_server_with_its_own_password(plane: Dataplane)
 
 
 def test_an_address_another_program_listens_on_is_skipped(plane: Dataplane) -> None:
-    """A second local cloud (another state folder, or a test's) may already serve 127.0.0.2."""
+    """Another program may already serve the first address of this cloud's pool."""
+    from stackflow.localcloud.dataplane import address_pool
+
+    first = str(address_pool(plane.root)[0])
     with socket.socket() as busy:
-        busy.bind(("127.0.0.2", 0))
+        busy.bind((first, 0))
         busy.listen()
         plane.on_api_call(create_db("db-one", password()))
-    assert plane.endpoints()["databases"]["db-one"]["host"] != "127.0.0.2"
+    assert plane.endpoints()["databases"]["db-one"]["host"] != first
+
+
+def test_two_clouds_draw_from_pools_of_their_own() -> None:
+    """Two local clouds on one machine (two clones, two test workers) never hand out one address,
+    even while one is stopped and nothing listens on its addresses: each has a /16 of its own."""
+    from stackflow.localcloud.dataplane import address_pool
+
+    pools = {address_pool(Path(f"/srv/clone-{i}/.stackflow/localcloud")) for i in (1, 2)}
+    assert len(pools) == 2
+    for first, last in pools:
+        assert str(first).startswith("127.") and str(first).endswith(".0.2")
+        assert int(last) - int(first) == 65532
 
 
 def test_create_again_only_makes_sure_it_runs(plane: Dataplane) -> None:

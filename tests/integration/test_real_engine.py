@@ -195,7 +195,7 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
 
     out = outputs(real, env_name)
     password = str(out["database"]["password"])
-    assert out["database"]["host"].startswith("127.0.0.") and out["database"]["host"] != "127.0.0.1"
+    assert out["database"]["host"].startswith("127.") and out["database"]["host"] != "127.0.0.1"
     checkpoint = next(backend.rglob(f"stackflow-database/{env_name}.json")).read_text()
     assert '"aws:rds/instance:Instance"' in checkpoint
     assert "ciphertext" in checkpoint and password not in checkpoint
