@@ -369,7 +369,7 @@ CASES = [
         "database-wrong-password",
         ("migrate",),
         1,
-        r"access denied for \w+@127\.0\.0\.\d+:\d+/\w+: check the user name and password",
+        r"access denied for \w+@127(?:\.\d+){3}:\d+/\w+: check the user name and password",
         env={"STACKFLOW_DATABASE_URL": "<wrong password>"},
         leaks=(WRONG_PASSWORD,),
     ),
