@@ -49,6 +49,7 @@ from stackflow.errors import (
     StackError,
     StackflowError,
 )
+from stackflow.localdb import pid_alive
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
@@ -176,20 +177,6 @@ def _local_cli_processes(stack_name: str) -> list[int]:
         if os.path.basename(argv[0]) == "pulumi" and ("--stack", stack_name) in pairwise(argv):
             found.append(int(entry.name))
     return found
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether process `pid` runs on this machine (a zombie has ended: it only awaits its parent)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError, IndexError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
 
 
 def find_pulumi_cli() -> auto.PulumiCommand:
@@ -329,12 +316,16 @@ class AutomationEngine:
             env["AWS_PROFILE"] = s.aws.profile
         return env
 
+    @property
+    def backend_folder(self) -> Path | None:
+        """The folder of a file backend (file://~/x and file:///abs both occur); None otherwise."""
+        if urlsplit(self.backend_url).scheme != "file":
+            return None
+        return Path(self.backend_url.removeprefix("file://").split("?", 1)[0]).expanduser()
+
     def _ensure_backend_folder(self) -> None:
-        parts = urlsplit(self.backend_url)
-        if parts.scheme == "file":
-            # file://~/x and file:///abs both occur; Pulumi refuses a folder that does not exist.
-            path = self.backend_url.removeprefix("file://").split("?", 1)[0]
-            Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+        if self.backend_folder is not None:  # Pulumi refuses a folder that does not exist
+            self.backend_folder.mkdir(parents=True, exist_ok=True)
 
     def _cli(self) -> auto.PulumiCommand:
         with self._guard:
@@ -657,10 +648,9 @@ class AutomationEngine:
 
         Returns True if any was deleted.
         """
-        url = urlsplit(self.backend_url)
-        if url.scheme != "file":
+        if self.backend_folder is None:
             return False  # other backends: the stale-lock advice after the retries says what to do
-        locks = Path(os.path.expanduser(url.netloc + url.path)) / ".pulumi" / "locks"
+        locks = self.backend_folder / ".pulumi" / "locks"
         folders = (
             locks / "organization" / spec.pulumi_project / spec.environment,
             locks / spec.environment,
@@ -672,7 +662,7 @@ class AutomationEngine:
                 pid, host = int(holder["pid"]), str(holder["hostname"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # gone meanwhile, or not a lock we can read: left to the advice
-            if host != socket.gethostname() or _process_alive(pid):
+            if host != socket.gethostname() or pid_alive(pid):
                 continue
             path.unlink(missing_ok=True)
             path.with_name(path.name + ".attrs").unlink(missing_ok=True)
