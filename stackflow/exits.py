@@ -1,0 +1,29 @@
+"""The command line's exit codes, declared once: `--help`, the README and every command use these.
+
+Scripts and CI branch on them, so a code keeps its meaning across releases.
+"""
+
+from __future__ import annotations
+
+OK = 0
+FAILED = 1  # a stack or step failed, or an operation could not complete
+USAGE = 2  # refused input: a bad flag, setting, name or file; a protected operation without --yes
+DRIFT = 3  # `drift` found stacks whose cloud resources differ from their state
+REJECTED = 4  # an approval was rejected or timed out: nothing was applied
+BUG = 70  # an unexpected error inside stackflow (a traceback is printed: please report it)
+INTERRUPTED = 130  # Ctrl-C: running operations were cancelled
+
+MEANINGS: dict[int, str] = {
+    OK: "success",
+    FAILED: "a stack or step failed",
+    USAGE: "refused input (bad flag, setting, name or file; protected operation without --yes)",
+    DRIFT: "drift found",
+    REJECTED: "approval rejected or timed out (nothing applied)",
+    BUG: "unexpected error in stackflow (a bug: the traceback says where)",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+
+def help_text() -> str:
+    """The exit codes as `--help` prints them."""
+    return "exit codes: " + "; ".join(f"{code} {text}" for code, text in MEANINGS.items())
