@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import threading
@@ -34,6 +35,8 @@ from stackflow.engine.base import (
     OperationResult,
     OutputValue,
     ProgramFn,
+    PropertyChange,
+    ResourceChange,
     ResourceEvent,
     StackSpec,
     Stopwatch,
@@ -50,7 +53,7 @@ from stackflow.errors import (
     StackflowError,
 )
 from stackflow.localdb import pid_alive
-from stackflow.redact import Redactor
+from stackflow.redact import MASK, Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
 
@@ -153,6 +156,80 @@ def _resource_event(
         name=metadata.urn.rsplit("::", 1)[-1],
         change=_CHANGE.get(op, op),
         status=status,
+    )
+
+
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire value for "known after apply"
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's signature key of a secret value
+_PATH_PART = re.compile(r'([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
+
+
+def _at(values: Mapping[str, Any] | None, path: str) -> Any:
+    """The value at a Pulumi property path ("tags.Name", "ingress[0].cidrBlocks") or None."""
+    current: Any = values or {}
+    for name, index, quoted in _PATH_PART.findall(path):
+        if index:
+            if not isinstance(current, list) or int(index) >= len(current):
+                return None
+            current = current[int(index)]
+        else:
+            if not isinstance(current, Mapping):
+                return None
+            current = current.get(quoted or name)
+    return current
+
+
+def _shown(value: Any, redactor: Redactor, limit: int = 120) -> Any:
+    """A property value as a preview may show it: secrets masked, unknowns named, long cut."""
+    if isinstance(value, Mapping) and _SECRET_SIG in value:
+        return MASK
+    if value == _UNKNOWN:
+        return "(known after apply)"
+    if isinstance(value, Mapping):
+        return {k: _shown(v, redactor, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v, redactor, limit) for v in value]
+    if isinstance(value, str):
+        text = redactor(value)
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    return value
+
+
+def resource_change(metadata: StepEventMetadata, redactor: Redactor) -> ResourceChange | None:
+    """What one engine step changes, property by property (None for a step that changes nothing).
+
+    Property names come from the provider's detailed diff (Pulumi's `diffs` when it has none);
+    old and new values are the step's inputs, with secrets masked.
+    """
+    op = str(getattr(metadata.op, "value", metadata.op))
+    change = _CHANGE.get(op, op)
+    if change not in ("create", "update", "replace", "delete"):
+        return None
+    old = metadata.old.inputs if metadata.old is not None else None
+    new = metadata.new.inputs if metadata.new is not None else None
+    forcing = set(metadata.keys or [])
+    properties: list[PropertyChange] = []
+    if change in ("update", "replace"):
+        detailed = metadata.detailed_diff or {}
+        names = list(detailed) or list(metadata.diffs or [])
+        for name in names:
+            diff = detailed.get(name)
+            kind = str(getattr(diff.diff_kind, "value", "update")) if diff else "update"
+            properties.append(
+                PropertyChange(
+                    name=name,
+                    kind=kind.removesuffix("-replace"),
+                    forces_replacement=kind.endswith("-replace") or name in forcing,
+                    old=_shown(_at(old, name), redactor),
+                    new=_shown(_at(new, name), redactor),
+                )
+            )
+    return ResourceChange(
+        urn=metadata.urn,
+        type=metadata.type,
+        name=metadata.urn.rsplit("::", 1)[-1],
+        change=change,
+        properties=tuple(properties),
     )
 
 
@@ -501,8 +578,17 @@ class AutomationEngine:
             with self._guard:
                 self._running.pop(spec.label, None)
 
-    def run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
+    def run(
+        self,
+        operation: Operation,
+        spec: StackSpec,
+        listener: Listener,
+        plan: Path | None = None,
+    ) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack through the Pulumi CLI.
+
+        `plan`: a preview saves Pulumi's update plan to this file; an up applies under it, and
+        Pulumi stops the update if the stack would do anything the plan does not allow.
 
         Raises:
             EngineUnavailable: the Pulumi CLI is missing or too old.
@@ -512,10 +598,12 @@ class AutomationEngine:
         """
         self._teach(spec, listener)
         return self._call(
-            spec, listener.redactor, lambda: self._run(operation, spec, listener), run=True
+            spec, listener.redactor, lambda: self._run(operation, spec, listener, plan), run=True
         )
 
-    def _run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
+    def _run(
+        self, operation: Operation, spec: StackSpec, listener: Listener, plan: Path | None
+    ) -> OperationResult:
         watch = Stopwatch()
         stack = self._stack(spec, create=True)
         assert stack is not None  # create_or_select returns one or raises
@@ -527,10 +615,21 @@ class AutomationEngine:
         stack.set_all_config(self._config(spec))
         program = pulumi_program(spec.program)
 
+        planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
+
         def on_event(event: EngineEvent) -> None:
             converted = _resource_event(event, spec, operation)
             if converted is not None:
                 listener.event(converted)
+            if event.resource_pre_event is not None and operation in (
+                Operation.PREVIEW,
+                Operation.UP,
+            ):
+                change = resource_change(event.resource_pre_event.metadata, listener.redactor)
+                if change is not None and (
+                    change.urn not in planned or change.properties
+                ):  # the create-replacement step carries the diff; delete-replaced does not
+                    planned[change.urn] = change
 
         common: dict[str, Any] = {
             "on_output": listener.line,
@@ -539,12 +638,15 @@ class AutomationEngine:
         }
         outputs: dict[str, OutputValue] = {}
         with self._running_on(spec, stack):
+            if plan is not None:
+                plan.parent.mkdir(parents=True, exist_ok=True)
             if operation is Operation.UP:
-                up = stack.up(**common)
+                up = stack.up(**common, plan=str(plan) if plan else None)
                 changes = _counts(up.summary.resource_changes)
                 outputs = self._outputs(up.outputs, listener)
             elif operation is Operation.PREVIEW:
-                changes = _counts(stack.preview(**common).change_summary)
+                preview = stack.preview(**common, plan=str(plan) if plan else None)
+                changes = _counts(preview.change_summary)
             elif operation is Operation.REFRESH:
                 changes = _counts(stack.refresh(**common).summary.resource_changes)
             elif operation is Operation.DRIFT:
@@ -569,6 +671,7 @@ class AutomationEngine:
             outputs=outputs,
             duration_s=watch.elapsed,
             engine=self.name,
+            resource_changes=tuple(planned.values()),
         )
 
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:

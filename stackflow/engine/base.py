@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from stackflow.redact import MASK, Redactor
@@ -112,6 +113,52 @@ class ChangeCounts:
 
 
 @dataclass(frozen=True)
+class PropertyChange:
+    """One property of a resource that an operation changes; values are already masked."""
+
+    name: str  # a property path, as Pulumi names it: "tags.Name", "ingress[0].cidrBlocks"
+    kind: str  # add, update or delete
+    forces_replacement: bool = False
+    old: Any = None
+    new: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "forces_replacement": self.forces_replacement,
+            "old": self.old,
+            "new": self.new,
+        }
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    """What an operation does (or, for preview, would do) to one resource, and why."""
+
+    urn: str
+    type: str
+    name: str
+    change: str  # create, update, replace or delete
+    properties: tuple[PropertyChange, ...] = ()
+
+    @property
+    def replaced_by(self) -> list[str]:
+        """The properties that force a replacement."""
+        return [p.name for p in self.properties if p.forces_replacement]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "change": self.change,
+            "replaced_by": self.replaced_by,
+            "properties": [p.as_dict() for p in self.properties],
+        }
+
+
+@dataclass(frozen=True)
 class OperationResult:
     """What one operation on one stack did."""
 
@@ -121,6 +168,7 @@ class OperationResult:
     outputs: Mapping[str, OutputValue]
     duration_s: float
     engine: str
+    resource_changes: tuple[ResourceChange, ...] = ()  # per resource, for preview
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}
@@ -169,8 +217,17 @@ class Engine(Protocol):
 
     name: str
 
-    def run(self, operation: Operation, spec: StackSpec, listener: Listener) -> OperationResult:
+    def run(
+        self,
+        operation: Operation,
+        spec: StackSpec,
+        listener: Listener,
+        plan: Path | None = None,
+    ) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack.
+
+        `plan`: a preview saves Pulumi's update plan there; an up applies under that plan and
+        stops if the stack would do anything the plan does not allow.
 
         Raises:
             TransientStackError: worth retrying (lock held, throttled, network).
