@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from stackflow import fingerprint
 from stackflow.engine import Engine, Listener, Operation, OperationResult, OutputValue, is_transient
-from stackflow.engine.base import ChangeCounts, ResourceEvent
+from stackflow.engine.base import ChangeCounts, ResourceChange, ResourceEvent
 from stackflow.errors import StackError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import StackGraph, bare_spec, parse_outputs, placeholder_outputs
@@ -41,6 +41,10 @@ class RunContext:
     engine_calls: list[str] = field(
         default_factory=list
     )  # "op:stack", for the summary and benchmarks
+    # Per node, what the summary tells beyond the result: each retried attempt's reason, and what
+    # an interrupted earlier operation left behind that this run cleared (a lock, pending ops).
+    retries: dict[str, list[str]] = field(default_factory=dict)
+    healed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,6 +62,9 @@ class StackOutcome:
     typed: BaseModel | None = None
     note: str = ""
     placeholder: bool = False  # outputs stand in for a stack that is not deployed yet
+    resources: tuple[ResourceChange, ...] = ()  # per resource, what preview would change
+    retries: list[str] = field(default_factory=list)  # the reason of each retried attempt
+    healed: str = ""  # what this run cleared that an interrupted operation left behind
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}
@@ -144,6 +151,9 @@ def stack_operation(
     with stack_slot(settings.state_dir, settings.environment, node, logger.info):
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
+            ctx.healed[node] = (
+                "cleared what an interrupted operation left (lock, pending operations)"
+            )
         try:
             if drifted:
                 # Drift found earlier: adopt what the cloud holds, so the update puts it back.
@@ -156,6 +166,8 @@ def stack_operation(
             logger.error(
                 "%s%s", ctx.redactor(str(exc)), " (will retry)" if is_transient(exc) else ""
             )
+            if is_transient(exc):
+                ctx.retries.setdefault(node, []).append(ctx.redactor(exc.reason))
             raise
 
     status = {
@@ -205,4 +217,7 @@ def stack_operation(
         typed,
         note,
         placeholder,
+        resources=result.resource_changes if operation is Operation.PREVIEW else (),
+        retries=list(ctx.retries.get(node, [])),
+        healed=ctx.healed.get(node, ""),
     )
