@@ -25,7 +25,7 @@ from programs.app import AppOutputs
 from programs.database import DatabaseOutputs
 from stackflow.engine import Operation, get_engine
 from stackflow.environments import check_cloud, forget, record_deploy
-from stackflow.errors import StackError, StackflowError
+from stackflow.errors import SettingsError, StackError, StackflowError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
 from stackflow.redact import Redactor
@@ -96,6 +96,7 @@ class PipelineSummary:
     engine_calls: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     target: str = ""  # "local cloud" or "AWS": every report names it
+    ui_url: str | None = None  # the flow run's page in the Prefect UI
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,9 +116,13 @@ class PipelineSummary:
                     "duration_s": round(o.duration_s, 3),
                     "outputs": o.shown_outputs(),
                     "note": o.note,
+                    "retries": list(o.retries),
+                    "healed": o.healed,
+                    "resources": [r.as_dict() for r in o.resources],
                 }
                 for o in self.outcomes
             ],
+            "ui_url": self.ui_url,
         }
 
     def markdown(self) -> str:
@@ -146,8 +151,77 @@ class PipelineSummary:
                 outs.append(f"\n**{o.node}**\n")
                 outs.extend(f"- `{k}`: `{v}`" for k, v in shown.items())
         return (
-            head + "\n".join(rows) + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "") + "\n"
+            head
+            + "\n".join(rows)
+            + "\n\n## Graph\n\n"
+            + self.graph_markdown()
+            + self.story_markdown()
+            + self.changes_markdown()
+            + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "")
+            + "\n"
         )
+
+    def graph_markdown(self) -> str:
+        """The graph with each node's status, as a table: the Prefect UI's markdown renders
+        tables, not Mermaid. Nodes are listed by stage (a node's stage follows its upstream's)."""
+        status = {o.node: o.status for o in self.outcomes}
+        stage: dict[str, int] = {}
+        rows = ["| stage | node | status | needs |", "|---|---|---|---|"]
+        for name in GRAPH.order():
+            node = GRAPH[name]
+            stage[name] = 1 + max((stage[u] for u in node.upstream), default=0)
+            shown = status.get(name, "not in this run")
+            mark = _STATUS_MARK.get(shown, "·")
+            needs = ", ".join(node.upstream) or "—"
+            rows.append(f"| {stage[name]} | **{name}** | {mark} {shown} | {needs} |")
+        return "\n".join(rows)
+
+    def story_markdown(self) -> str:
+        """Retries and recoveries: what the counts alone do not tell."""
+        lines = []
+        for o in self.outcomes:
+            for i, reason in enumerate(o.retries, 1):
+                lines.append(f"- **{o.node}**: attempt {i} failed and was retried: {_cell(reason)}")
+            if o.healed:
+                lines.append(f"- **{o.node}**: {o.healed}")
+        return "\n\n## Retries and recoveries\n\n" + "\n".join(lines) if lines else ""
+
+    def changes_markdown(self) -> str:
+        """Per resource, what a preview would change and which properties (values masked)."""
+        rows = []
+        for o in self.outcomes:
+            for r in o.resources:
+                props = ", ".join(
+                    f"`{p.name}`" + (" (forces replacement)" if p.forces_replacement else "")
+                    for p in r.properties
+                )
+                rows.append(f"| {o.node} | {r.change} | `{r.type}` | {r.name} | {props or '—'} |")
+        if not rows:
+            return ""
+        head = "| stack | change | type | resource | properties |\n|---|---|---|---|---|\n"
+        return "\n\n## Changes\n\n" + head + "\n".join(rows)
+
+
+_STATUS_MARK = {
+    "updated": "✅",
+    "unchanged": "✅",
+    "migrated": "✅",
+    "healthy": "✅",
+    "refreshed": "✅",
+    "destroyed": "✅",
+    "no-drift": "✅",
+    "previewed": "🔍",
+    "read": "📖",
+    "skipped": "⏭",
+    "drift": "⚠️",
+    "failed": "❌",
+    "not run": "⛔",
+}
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one markdown table cell or list item."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _stored_outcome(ctx: RunContext, node: str) -> StackOutcome:
@@ -274,6 +348,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         op.value,
         ctx.engine.name,
         target=settings.target_label,
+        ui_url=_flow_run_url(),
     )
     started = time.monotonic()
 
@@ -316,7 +391,14 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         except StackError as exc:
             summary.failed = summary.failed or ctx.redactor(str(exc))
             summary.outcomes.append(
-                StackOutcome(name, op.value, "failed", note=ctx.redactor(exc.reason))
+                StackOutcome(
+                    name,
+                    op.value,
+                    "failed",
+                    note=ctx.redactor(exc.reason),
+                    retries=list(ctx.retries.get(name, [])),
+                    healed=ctx.healed.get(name, ""),
+                )
             )
             continue
         except Exception as exc:  # upstream failed, or a step failed
@@ -349,6 +431,14 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     return summary
 
 
+def _flow_run_url() -> str | None:
+    """This flow run's page in the Prefect UI (None outside a flow run or without a UI)."""
+    from prefect.runtime import flow_run
+
+    url = flow_run.ui_url
+    return str(url) if url else None
+
+
 def _publish(summary: PipelineSummary, settings: Settings) -> None:
     """The summary as a markdown artifact and one Prefect event per stack."""
     create_markdown_artifact(
@@ -357,7 +447,13 @@ def _publish(summary: PipelineSummary, settings: Settings) -> None:
         description=f"stackflow {summary.operation} of {summary.environment}"
         + (f" ({summary.target})" if summary.target != "AWS" else ""),
     )
-    names = {"updated": "stack.updated", "failed": "stack.failed", "drift": "drift.detected"}
+    names = {
+        "updated": "stack.updated",
+        "failed": "stack.failed",
+        "drift": "drift.detected",
+        "previewed": "stack.previewed",
+        "destroyed": "stack.destroyed",
+    }
     for o in summary.outcomes:
         event = names.get(o.status)
         if event is None:
@@ -375,6 +471,12 @@ def _publish(summary: PipelineSummary, settings: Settings) -> None:
                 "changes": o.changes.as_dict(),
                 "target": summary.target,
                 "note": o.note,
+                "retries": list(o.retries),
+                **(
+                    {"resources": [r.as_dict() for r in o.resources]}
+                    if o.operation == "preview"
+                    else {}
+                ),
             },
         )
 
@@ -382,6 +484,12 @@ def _publish(summary: PipelineSummary, settings: Settings) -> None:
 def _request(
     environment: str, operation: Operation, stacks: list[Any] | None, **kw: bool
 ) -> PipelineRequest:
+    if stacks is not None and not [s for s in stacks if str(getattr(s, "value", s)).strip()]:
+        # "not given" means every stack; an explicit empty list is a mistake, never "all"
+        raise SettingsError(
+            "stacks: an empty list selects nothing; leave the parameter out (null) to run every "
+            f"stack, or name some of: {', '.join(GRAPH.order())}"
+        )
     return PipelineRequest(
         environment=environment,
         operation=operation,
