@@ -12,6 +12,9 @@ import os
 import sys
 from typing import Any, cast
 
+from stackflow import exits
+from stackflow.errors import echo
+
 COMMANDS = {
     "up": "deploy the environment: networking, database, migrations, app, verification",
     "preview": "show what `up` would change, changing nothing",
@@ -24,7 +27,33 @@ COMMANDS = {
     "server": "start, stop or show the local Prefect server the CLI starts when PREFECT_API_URL is unset; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
 }
-EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = 1, 2, 3
+EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = exits.FAILED, exits.USAGE, exits.DRIFT
+
+
+class _Once(argparse.Action):
+    """An option that may be given once: a second value is refused, never "the last one wins"."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option} given twice: give it once")
+        setattr(namespace, self.dest, values)
+
+
+class _StackList(argparse.Action):
+    """`--stacks a,b`; repeating it adds to the list (a union). An empty list is refused: leaving
+    the option out is how to run every stack."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        names = [n.strip() for n in str(values).split(",")]
+        if not any(names):
+            parser.error(
+                f"{option} {echo(str(values))} names no stack: leave it out to run every stack, "
+                "or name some (comma-separated)"
+            )
+        if "" in names:
+            parser.error(f"{option} {echo(str(values))} has an empty name between commas")
+        chosen = list(getattr(namespace, self.dest, None) or [])
+        setattr(namespace, self.dest, chosen + [n for n in names if n not in chosen])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,24 +62,43 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deploy a whole environment (networking, database, app) as one Prefect pipeline.",
         epilog="Settings come from STACKFLOW_* variables and .env (see README). "
         "By default the real Pulumi engine deploys to the local cloud (moto on loopback): "
-        "nothing reaches AWS unless STACKFLOW_CLOUD=aws (or --cloud aws).",
+        "nothing reaches AWS unless STACKFLOW_CLOUD=aws (or --cloud aws).\n\n" + exits.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, text in COMMANDS.items():
-        p = sub.add_parser(name, help=text, description=text)
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=exits.help_text(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.add_argument(
             "--env",
             "-e",
             dest="environment",
-            help="environment name (default: STACKFLOW_ENVIRONMENT or dev)",
+            action=_Once,
+            help="environment name (default: STACKFLOW_ENVIRONMENT or dev); give it once",
         )
         p.add_argument(
             "--cloud",
             choices=("local", "aws"),
+            action=_Once,
             help="override STACKFLOW_CLOUD (default local: moto on loopback, never AWS)",
         )
         if name in ("up", "preview", "refresh", "destroy", "drift", "outputs"):
-            p.add_argument("--stacks", help="comma-separated stacks to run (default: all)")
+            p.add_argument(
+                "--stacks",
+                action=_StackList,
+                help="comma-separated stacks to run (default: all); repeating it adds to the list",
+            )
+        if name in ("up", "preview", "refresh", "destroy", "drift"):
+            p.add_argument(
+                "--json",
+                action="store_true",
+                help="print the run's summary as one JSON object (progress goes to stderr)",
+            )
         if name == "up":
             p.add_argument("--force", action="store_true", help="update stacks even if unchanged")
         if name == "destroy":
@@ -130,15 +178,21 @@ def _server(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _stacks(args: argparse.Namespace) -> list[str]:
-    raw = getattr(args, "stacks", None) or ""
-    names = [s.strip() for s in raw.split(",") if s.strip()]
+    names: list[str] = list(getattr(args, "stacks", None) or [])
     from stackflow.graph import GRAPH
 
     GRAPH.select(names)  # raises UnknownStackError naming the accepted stacks
     return names
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
+    """A run's summary: the table, what a preview would change, retries, recoveries, the UI link.
+
+    With `as_json`, one JSON object on stdout instead (secrets are masked in both).
+    """
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        return
     where = {
         "local cloud": "local cloud: moto on loopback, nothing was deployed to AWS",
         "AWS": "AWS",
@@ -153,9 +207,48 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"{s['stack']:<11} {s['status']:<10} {c['create']:>3} {c['update']:>3} {c['replace']:>3} "
             f"{c['delete']:>3} {c['same']:>3} {s['duration_s']:>7.2f}  {s['note']}"
         )
+    for s in summary["stacks"]:
+        for i, reason in enumerate(s.get("retries", []), 1):
+            print(f"{s['stack']}: attempt {i} failed and was retried: {' '.join(reason.split())}")
+        if s.get("healed"):
+            print(f"{s['stack']}: {s['healed']}")
+    for line in preview_lines(summary):
+        print(line)
     print(
         f"engine operations: {len(summary['engine_calls'])}; wall time {summary['duration_s']:.2f}s"
     )
+    if summary.get("ui_url"):
+        print(f"Prefect UI: {summary['ui_url']}")
+
+
+_SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
+
+
+def preview_lines(summary: dict[str, Any]) -> list[str]:
+    """Per resource, what a preview would do and which properties change (values masked)."""
+    lines: list[str] = []
+    for s in summary["stacks"]:
+        resources = s.get("resources") or []
+        if not resources:
+            continue
+        lines.append(f"\n{summary['environment']}/{s['stack']}:")
+        for r in resources:
+            lines.append(f"  {_SIGN.get(r['change'], '?'):>2} {r['type']}  {r['name']}")
+            for prop in r["properties"]:
+                why = "  (forces replacement)" if prop["forces_replacement"] else ""
+                if prop["kind"] == "add":
+                    change = f"+ {_value(prop['new'])}"
+                elif prop["kind"] == "delete":
+                    change = f"- {_value(prop['old'])}"
+                else:
+                    change = f"{_value(prop['old'])} => {_value(prop['new'])}"
+                lines.append(f"       {prop['name']}: {change}{why}")
+    return lines
+
+
+def _value(value: Any, limit: int = 70) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _run_flow(args: argparse.Namespace, settings: Any) -> int:
@@ -187,7 +280,7 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
         from stackflow.localprefect import drain_prefect_queues
 
         drain_prefect_queues()
-        print_summary(summary)
+        print_summary(summary, getattr(args, "json", False))
         return 0
     from flows.pipeline import DriftDetected, PipelineError
 
@@ -195,7 +288,9 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
         state.result()
     except PipelineError as exc:
         if exc.summary:
-            print_summary(exc.summary)  # what did happen, then the reason on the last line
+            print_summary(
+                exc.summary, getattr(args, "json", False)
+            )  # what did happen, then the reason on the last line
         return _fail(str(exc), EXIT_DRIFT if isinstance(exc, DriftDetected) else EXIT_FAILED)
     except Exception as exc:
         return _fail(str(exc))

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+ECHO_MAX = 60  # the longest piece of a user's input an error message repeats
+
+
+def echo(value: str, limit: int = ECHO_MAX) -> str:
+    """A user's value as an error may repeat it: quoted, on one line, at most `limit` characters
+    (a pasted file or a 10 kB argument must not bury the message)."""
+    flat = " ".join(value.split()) if value.strip() else value
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
 
 class StackflowError(Exception):
     """Root of every error stackflow raises on purpose."""

@@ -26,4 +26,4 @@ MEANINGS: dict[int, str] = {
 
 def help_text() -> str:
     """The exit codes as `--help` prints them."""
-    return "exit codes: " + "; ".join(f"{code} {text}" for code, text in MEANINGS.items())
+    return "exit codes:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in MEANINGS.items())

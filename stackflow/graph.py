@@ -21,7 +21,7 @@ from programs.app import AppArgs, AppOutputs, app
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
 from stackflow.engine.base import ConfigValue, OutputValue, ProgramFn, StackSpec
-from stackflow.errors import MissingOutputError, UnknownStackError
+from stackflow.errors import MissingOutputError, UnknownStackError, echo
 from stackflow.settings import EnvironmentKind, Settings
 
 Upstream = Mapping[str, BaseModel]
@@ -142,7 +142,7 @@ class StackGraph:
             raise UnknownStackError(self._unknown(name)) from None
 
     def _unknown(self, name: str) -> str:
-        return f"unknown stack {name!r}; accepted: {', '.join(self.nodes)}"
+        return f"unknown stack {echo(name)}; accepted: {', '.join(self.nodes)}"
 
     @property
     def stacks(self) -> list[str]:

@@ -30,7 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceParseError
 
 from stackflow import PROJECT_ROOT
-from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
+from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError, echo
 
 ENV_PREFIX = "STACKFLOW_"
 
@@ -61,7 +61,7 @@ def validate_environment_name(name: str) -> str:
     """
     if not _ENVIRONMENT_RE.match(name):
         raise ValueError(
-            f"environment name {name!r} is not accepted: use 1-{ENVIRONMENT_NAME_MAX} characters, "
+            f"environment name {echo(name)} is not accepted: use 1-{ENVIRONMENT_NAME_MAX} characters, "
             "lowercase letters, digits and single hyphens, starting with a letter and not ending "
             "with a hyphen (e.g. 'dev', 'prod', 'pr-123')"
         )
