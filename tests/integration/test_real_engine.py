@@ -302,6 +302,47 @@ def test_a_forced_stack_is_the_only_engine_call_and_targeting_reads_upstream_fro
     assert back["engine_calls"] == ["up:app"] and statuses(back) == {"app": "updated"}
 
 
+def test_preview_names_each_resource_and_the_properties_that_change_on_the_local_cloud(
+    shared: dict[str, Any],
+) -> None:
+    """`preview` through the CLI on the local cloud, with two app settings changed: the ECS
+    service is an in-place update of `desiredCount` (1 => 2), the task definition a replacement
+    forced by its container definitions; `--json` carries the same data, the secret database
+    password appears in neither, and nothing is deployed."""
+    env = {**shared["env"], "STACKFLOW_APP_DESIRED_COUNT": "2", "STACKFLOW_APP_CPU": "512"}
+    name = shared["name"]
+    db_password = str(outputs(shared, name)["database"]["password"])
+    before = outputs(shared, name)["app"]
+
+    text = cli(env, "preview", "--env", name, "--stacks", "app")
+    assert text.returncode == 0, text.stdout + text.stderr
+    lines = text.stdout.splitlines()
+    service = next(i for i, line in enumerate(lines) if "aws:ecs/service:Service" in line)
+    assert lines[service].split()[0] == "~"
+    assert "desiredCount: 1 => 2" in "\n".join(lines[service:])
+    task_def = next(i for i, line in enumerate(lines) if "aws:ecs/taskDefinition" in line)
+    assert lines[task_def].split()[0] == "+-"
+    assert any(
+        "(forces replacement)" in line and "cpu" in line.lower() for line in lines[task_def:]
+    ), text.stdout
+
+    as_json = cli(env, "preview", "--env", name, "--stacks", "app", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    summary = json.loads(as_json.stdout)
+    [app] = summary["stacks"]
+    changes = {r["type"]: r for r in app["resources"]}
+    svc = changes["aws:ecs/service:Service"]
+    assert svc["change"] == "update" and svc["replaced_by"] == []
+    [count] = [p for p in svc["properties"] if p["name"] == "desiredCount"]
+    assert (count["old"], count["new"]) == (1, 2)
+    td = changes["aws:ecs/taskDefinition:TaskDefinition"]
+    assert td["change"] == "replace" and "cpu" in td["replaced_by"]
+    assert app["changes"]["update"] >= 1 and app["changes"]["replace"] >= 1
+    for out in (text.stdout, text.stderr, as_json.stdout, as_json.stderr):
+        assert db_password not in out
+    assert outputs(shared, name)["app"] == before  # a preview deploys nothing
+
+
 def test_refresh_runs_independent_stacks_at_the_same_time(
     shared: dict[str, Any], in_process: None
 ) -> None:
