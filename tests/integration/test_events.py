@@ -95,10 +95,11 @@ def read_events(environment: str, since: datetime, done: Callable[[list[Any]], b
     return events
 
 
-def test_deploy_failure_and_drift_emit_labelled_events(real_env: dict[str, Any]) -> None:
-    """Local cloud: stack.updated / stack.failed / drift.detected, each naming environment and
-    stack, each inside its flow run; the database password is in none of them."""
-    from flows.pipeline import DriftDetected, PipelineFailed, deploy, drift
+def test_every_operation_emits_labelled_events(real_env: dict[str, Any]) -> None:
+    """Local cloud: stack.updated / stack.failed / drift.detected / stack.previewed /
+    stack.destroyed, each naming environment and stack, each inside its flow run; the database
+    password is in none of them."""
+    from flows.pipeline import DriftDetected, PipelineFailed, deploy, destroy, drift, preview
     from stackflow.localcloud.knobs import clear_knobs, set_knobs
 
     env = unique("ev")
@@ -114,9 +115,16 @@ def test_deploy_failure_and_drift_emit_labelled_events(real_env: dict[str, Any])
     drift_behind_our_back(real_env, env)
     with pytest.raises(DriftDetected):
         drift(environment=env, stacks=["networking", "database"], return_state=True).result()
+    password = str(outputs(real_env["variables"], env)["database"]["password"])
+    preview(environment=env, stacks=["networking"])
+    destroy(environment=env)
 
     expected = Counter(
         {
+            ("stackflow.stack.previewed", "networking"): 1,
+            ("stackflow.stack.destroyed", "networking"): 1,
+            ("stackflow.stack.destroyed", "database"): 1,
+            ("stackflow.stack.destroyed", "app"): 1,
             ("stackflow.stack.updated", "networking"): 1,
             ("stackflow.stack.updated", "database"): 1,
             ("stackflow.stack.failed", "app"): 1,
@@ -132,8 +140,9 @@ def test_deploy_failure_and_drift_emit_labelled_events(real_env: dict[str, Any])
         "stackflow.stack.updated": "deploy",
         "stackflow.stack.failed": "deploy",
         "stackflow.drift.detected": "drift",
+        "stackflow.stack.previewed": "preview",
+        "stackflow.stack.destroyed": "destroy",
     }
-    password = str(outputs(real_env["variables"], env)["database"]["password"])
     for e in events:
         stack = e.resource["stackflow.stack"]
         assert e.resource["stackflow.environment"] == env
@@ -148,6 +157,10 @@ def test_deploy_failure_and_drift_emit_labelled_events(real_env: dict[str, Any])
     [failed] = [e for e in events if e.event == "stackflow.stack.failed"]
     assert failed.payload["operation"] == "up"
     assert "api error InvalidParameterValue" in failed.payload["note"]  # why it failed
+    [previewed] = [e for e in events if e.event == "stackflow.stack.previewed"]
+    assert previewed.payload["operation"] == "preview"
+    assert isinstance(previewed.payload["resources"], list)  # per resource, as `preview --json`
+    assert {e.payload["operation"] for e in events if "destroyed" in e.event} == {"destroy"}
 
 
 def test_cleanup_expired_destroys_an_expired_pr_environment(
