@@ -171,9 +171,9 @@ class PipelineSummary:
             node = GRAPH[name]
             stage[name] = 1 + max((stage[u] for u in node.upstream), default=0)
             shown = status.get(name, "not in this run")
-            mark = _STATUS_MARK.get(shown, "·")
+            shown = f"**{shown}**" if shown in _ATTENTION else shown
             needs = ", ".join(node.upstream) or "—"
-            rows.append(f"| {stage[name]} | **{name}** | {mark} {shown} | {needs} |")
+            rows.append(f"| {stage[name]} | **{name}** | {shown} | {needs} |")
         return "\n".join(rows)
 
     def story_markdown(self) -> str:
@@ -202,21 +202,8 @@ class PipelineSummary:
         return "\n\n## Changes\n\n" + head + "\n".join(rows)
 
 
-_STATUS_MARK = {
-    "updated": "✅",
-    "unchanged": "✅",
-    "migrated": "✅",
-    "healthy": "✅",
-    "refreshed": "✅",
-    "destroyed": "✅",
-    "no-drift": "✅",
-    "previewed": "🔍",
-    "read": "📖",
-    "skipped": "⏭",
-    "drift": "⚠️",
-    "failed": "❌",
-    "not run": "⛔",
-}
+# Statuses that need a reader's attention stand out; no emoji (fonts without them draw boxes)
+_ATTENTION = frozenset({"failed", "drift", "not run"})
 
 
 def _cell(text: str) -> str:

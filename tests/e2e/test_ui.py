@@ -227,6 +227,17 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
         row = table.get_by_role("row").filter(has=page.get_by_role("cell", name=stack, exact=True))
         expect(row).to_have_count(1)
         expect(row.get_by_role("cell", name=status, exact=True)).to_be_visible()
+    # the graph with each node's status, as a table the UI renders (its markdown draws no Mermaid)
+    graph = page.locator("table").filter(has=page.get_by_role("columnheader", name="needs"))
+    expect(graph).to_be_visible()
+    rows = [
+        [cell.strip() for cell in row.locator("td").all_inner_texts()]
+        for row in graph.locator("tbody tr").all()
+    ]
+    assert [row[1:] for row in rows] == [
+        [name, expected[name], ", ".join(GRAPH[name].upstream) or "—"] for name in GRAPH.order()
+    ], rows
+    assert [int(row[0]) for row in rows] == [1, 2, 3, 4, 5]  # the stage each node runs in
     # the database password is an output: shown masked, never in clear
     expect(page.get_by_text("[secret]").first).to_be_visible()
     password = str(outputs(served.variables, "dev")["database"]["password"])
