@@ -272,15 +272,19 @@ class MigrationSettings(_Section):
     wait_timeout_s: float = Field(
         600.0,
         gt=0,
+        le=6 * 3600,
         description="How long to wait for the database to accept connections (seconds).",
     )
     connect_timeout_s: int = Field(
         10, ge=1, le=300, description="Connect timeout per attempt (seconds)."
     )
-    read_timeout_s: int = Field(300, ge=1, description="Read timeout (seconds).")
-    write_timeout_s: int = Field(300, ge=1, description="Write timeout (seconds).")
+    read_timeout_s: int = Field(300, ge=1, le=6 * 3600, description="Read timeout (seconds).")
+    write_timeout_s: int = Field(300, ge=1, le=6 * 3600, description="Write timeout (seconds).")
     lock_timeout_s: int = Field(
-        300, ge=0, description="How long a runner waits for another runner's GET_LOCK (seconds)."
+        300,
+        ge=0,
+        le=6 * 3600,
+        description="How long a runner waits for another runner's GET_LOCK (seconds, up to 6 h).",
     )
     tls: bool = Field(False, description="Require TLS to the database.")
     tls_ca: Path | None = Field(None, description="CA bundle for TLS (e.g. the RDS global bundle).")

@@ -1,0 +1,96 @@
+"""The command line refuses input that means nothing, before anything starts (no servers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.run import build_parser, main
+from stackflow import exits
+from stackflow.graph import GRAPH
+
+pytestmark = pytest.mark.unit
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The error argparse prints for `argv`, after checking it exits with the usage code."""
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(argv)
+    assert stopped.value.code == exits.USAGE
+    err = capsys.readouterr().err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("value", ["", ",", " , ", ",,,"])
+def test_an_empty_stacks_list_is_refused_never_read_as_every_stack(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = refused(["up", "--stacks", value], capsys)
+    assert "--stacks" in line and "names no stack" in line and "leave it out" in line
+
+
+def test_an_empty_name_between_commas_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(["preview", "--stacks", "app,,database"], capsys)
+    assert "empty name between commas" in line
+
+
+def test_a_repeated_env_is_refused_not_the_last_one_wins(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    line = refused(["up", "--env", "dev", "--env", "prod"], capsys)
+    assert "--env given twice" in line
+    line = refused(["destroy", "-e", "dev", "--env", "dev"], capsys)
+    assert "given twice" in line
+
+
+def test_repeated_stacks_are_a_union_in_the_order_given() -> None:
+    args = build_parser().parse_args(
+        ["up", "--stacks", "app", "--stacks", "database,app", "--stacks", "networking"]
+    )
+    assert args.stacks == ["app", "database", "networking"]
+
+
+def test_a_long_unknown_stack_is_echoed_shortened(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["outputs", "--stacks", "x" * 5000])
+    err = capsys.readouterr().err
+    assert code == exits.USAGE
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "unknown stack" in line and len(line) < 200
+    assert all(name in line for name in GRAPH.order())  # what is accepted
+
+
+def test_a_long_environment_name_is_echoed_shortened(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["outputs", "--env", "Bad_" * 2000])
+    err = capsys.readouterr().err
+    assert code == exits.USAGE
+    assert err.startswith("error: invalid settings:")
+    assert "STACKFLOW_ENVIRONMENT: environment name 'Bad_Bad_" in err
+    assert len(err) < 500 and "Bad_" * 30 not in err
+
+
+def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--help"], ["up", "--help"], ["drift", "--help"]):
+        with pytest.raises(SystemExit) as stopped:
+            build_parser().parse_args(argv)
+        assert stopped.value.code == 0
+        out = capsys.readouterr().out
+        for code, meaning in exits.MEANINGS.items():
+            assert f"{code:>3}  {meaning}" in out, (argv, code)
+
+
+def test_every_command_that_runs_a_flow_takes_json() -> None:
+    for command in ("up", "preview", "refresh", "destroy", "drift"):
+        assert build_parser().parse_args([command, "--json"]).json is True
+    assert build_parser().parse_args(["outputs", "--json"]).json is True
+
+
+def test_the_flow_refuses_an_explicit_empty_stacks_list() -> None:
+    """The flow parameter keeps "not given" (None) for every stack; [] is refused by name."""
+    from flows.pipeline import _request
+    from stackflow.engine import Operation
+    from stackflow.errors import SettingsError
+
+    assert _request("dev", Operation.UP, None).stacks == []  # every stack
+    with pytest.raises(SettingsError, match="stacks: an empty list selects nothing"):
+        _request("dev", Operation.UP, [])
+    with pytest.raises(SettingsError, match="leave the parameter out"):
+        _request("dev", Operation.PREVIEW, [" "])
