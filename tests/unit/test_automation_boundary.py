@@ -690,3 +690,86 @@ print(errors)
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def _step(op: str, old: dict[str, Any] | None, new: dict[str, Any] | None, **extra: Any) -> Any:
+    """An engine step as Pulumi's JSON event stream carries it."""
+    from pulumi.automation.events import StepEventMetadata
+
+    def state(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "aws:ec2/vpc:Vpc",
+            "urn": "urn:pulumi:dev::p::aws:ec2/vpc:Vpc::main",
+            "custom": True,
+            "inputs": inputs,
+            "outputs": {},
+        }
+
+    return StepEventMetadata.from_json(
+        {
+            "op": op,
+            "urn": "urn:pulumi:dev::p::aws:ec2/vpc:Vpc::main",
+            "type": "aws:ec2/vpc:Vpc",
+            "provider": "",
+            **({"old": state(old)} if old is not None else {}),
+            **({"new": state(new)} if new is not None else {}),
+            **extra,
+        }
+    )
+
+
+def test_a_previewed_step_names_each_property_and_masks_secrets() -> None:
+    """Pulumi's detailed diff becomes property changes: paths into nested values resolve, the
+    property that forces replacement is marked, secrets (by Pulumi's signature and by the
+    redactor) are masked, unknown values say so, long values are cut."""
+    from stackflow.engine.automation import resource_change
+
+    sig = "4dabf18193072939515e22adb298388d"
+    old = {
+        "cidrBlock": "10.0.0.0/16",
+        "tags": {"Name": "a", "team.name": "x"},
+        "rules": [{"port": 80}],
+        "password": {sig: "1b47061264138c4ac30d75fd1eb44270", "value": "hunter2-secret"},
+        "note": "mentions hunter2-secret",
+    }
+    new = {
+        "cidrBlock": "10.1.0.0/16",
+        "tags": {"Name": "b"},
+        "rules": [{"port": 443}],
+        "password": {sig: "1b47061264138c4ac30d75fd1eb44270", "value": "other-secret"},
+        "arn": "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+        "note": "y" * 500,
+    }
+    detailed = {
+        "cidrBlock": {"diffKind": "update-replace", "inputDiff": True},
+        "tags.Name": {"diffKind": "update", "inputDiff": True},
+        'tags["team.name"]': {"diffKind": "delete", "inputDiff": True},
+        "rules[0].port": {"diffKind": "update", "inputDiff": True},
+        "password": {"diffKind": "update", "inputDiff": True},
+        "arn": {"diffKind": "add", "inputDiff": True},
+        "note": {"diffKind": "update", "inputDiff": True},
+    }
+    change = resource_change(
+        _step("replace", old, new, detailedDiff=detailed, keys=["cidrBlock"]),
+        Redactor(["hunter2-secret"]),
+    )
+    assert change is not None and change.change == "replace" and change.name == "main"
+    props = {p.name: p for p in change.properties}
+    assert change.replaced_by == ["cidrBlock"]
+    assert (props["cidrBlock"].old, props["cidrBlock"].new) == ("10.0.0.0/16", "10.1.0.0/16")
+    assert (props["tags.Name"].old, props["tags.Name"].new) == ("a", "b")
+    assert props['tags["team.name"]'].kind == "delete" and props['tags["team.name"]'].old == "x"
+    assert (props["rules[0].port"].old, props["rules[0].port"].new) == (80, 443)
+    assert (props["password"].old, props["password"].new) == (MASK, MASK)
+    assert props["arn"].kind == "add" and props["arn"].new == "(known after apply)"
+    assert props["note"].old == f"mentions {MASK}" and len(props["note"].new) == 120
+    assert "hunter2-secret" not in repr(change.as_dict())
+
+
+def test_steps_that_change_nothing_are_not_changes() -> None:
+    from stackflow.engine.automation import resource_change
+
+    assert resource_change(_step("same", {"a": 1}, {"a": 1}), Redactor()) is None
+    assert resource_change(_step("read", None, {"a": 1}), Redactor()) is None
+    created = resource_change(_step("create", None, {"a": 1}), Redactor())
+    assert created is not None and created.change == "create" and created.properties == ()
