@@ -15,6 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.logging import get_run_logger
+from prefect.runtime import task_run
 from prefect.tasks import Task, exponential_backoff
 from pydantic import BaseModel
 
@@ -166,7 +167,8 @@ def stack_operation(
             logger.error(
                 "%s%s", ctx.redactor(str(exc)), " (will retry)" if is_transient(exc) else ""
             )
-            if is_transient(exc):
+            if is_transient(exc) and task_run.run_count <= settings.stack_retries:
+                # a retry follows this attempt (Prefect counts attempts from 1)
                 ctx.retries.setdefault(node, []).append(ctx.redactor(exc.reason))
             raise
 

@@ -75,6 +75,9 @@ def test_throttling_is_retried_exactly_n_times_then_succeeds_on_the_local_cloud(
     assert summary["engine_calls"].count("up:networking") == 3, summary["engine_calls"]
     assert statuses(summary)["networking"] == "updated"
     assert task_runs(state)["up-networking"].run_count == 3
+    [networking] = summary["stacks"]
+    assert len(networking["retries"]) == 2  # the summary tells each retry and why
+    assert all("Throttling" in reason for reason in networking["retries"]), networking
     assert faults_left(fault_env) == 0  # both refusals were met
     assert update_results(fault_env) == ["failed", "failed", "succeeded"]
     assert len(vpcs_of(fault_env)) == 1
@@ -116,8 +119,13 @@ def test_throttling_beyond_the_retry_budget_fails_naming_the_stack_on_the_local_
     with pytest.raises(
         PipelineFailed,
         match=rf"stack '{fault_env.environment}/networking'.*api error Throttling",
-    ):
+    ) as failed:
         state.result()
+    assert failed.value.summary is not None
+    [networking] = failed.value.summary["stacks"]
+    # one retry told with its reason; the last attempt failed the run and is not called a retry
+    assert networking["status"] == "failed" and len(networking["retries"]) == 1, networking
+    assert "Throttling" in networking["retries"][0]
     assert task_runs(state)["up-networking"].run_count == 2
     assert faults_left(fault_env) == 3
     assert update_results(fault_env) == ["failed", "failed"]
