@@ -98,6 +98,10 @@ def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
     ), second
     assert not re.search(r"currently locked|will retry", second.output), second
     assert re.search(r"^networking\s+updated ", second.stdout, re.MULTILINE), second
+    # the summary tells it too, not only the log
+    assert re.search(
+        r"^networking: cleared what an interrupted operation left", second.stdout, re.MULTILINE
+    ), second
     assert not lock.exists() and lock_files(state_dir, env, "networking") == []
     assert pending_operations(state_dir, env, "networking") == []
     assert active_slots(env, "networking") == 0
