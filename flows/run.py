@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--json", action="store_true", help="print one JSON object keyed by stack"
             )
+        if name in ("graph", "server"):
+            p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "server":
             p.add_argument("action", choices=("start", "stop", "status"), help="what to do")
         if name == "migrate":
@@ -162,18 +164,29 @@ def _server(args: argparse.Namespace, settings: Any) -> int:
     from stackflow.localprefect import ensure_local_prefect, healthy, stop_local_prefect
 
     url = f"http://127.0.0.1:{settings.local_prefect_port}"
+    say = (lambda _text: None) if args.json else print
+    report: dict[str, Any] = {}
     if args.action == "start":
-        server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print)
-        print(f"Prefect UI: {server.url}")
+        quiet = (lambda text: print(text, file=sys.stderr)) if args.json else print
+        server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=quiet)
+        report["prefect"] = {"url": server.url, "running": True}
+        say(f"Prefect UI: {server.url}")
     elif args.action == "stop":
         stopped = stop_local_prefect(settings.state_dir)
-        print(f"Prefect: {'stopped' if stopped else 'no local server was running'}")
+        report["prefect"] = {"url": url, "stopped": stopped}
+        say(f"Prefect: {'stopped' if stopped else 'no local server was running'}")
         stopped = stop_cloud(settings.localcloud_root)
-        print(f"local cloud: {'stopped' if stopped else 'no local cloud server was running'}")
+        report["local_cloud"] = {"stopped": stopped}
+        say(f"local cloud: {'stopped' if stopped else 'no local cloud server was running'}")
     else:
-        print(f"Prefect {url}: {'running' if healthy(url) else 'not running'}")
+        running = healthy(url)
+        report["prefect"] = {"url": url, "running": running}
+        say(f"Prefect {url}: {'running' if running else 'not running'}")
         cloud = cloud_status(settings.localcloud_root)
-        print(f"local cloud: {f'running at {cloud.url}' if cloud else 'not running'}")
+        report["local_cloud"] = {"url": cloud.url if cloud else None, "running": bool(cloud)}
+        say(f"local cloud: {f'running at {cloud.url}' if cloud else 'not running'}")
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
     return 0
 
 
@@ -336,7 +349,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "graph":
         from stackflow.graph import GRAPH
 
-        print(GRAPH.mermaid())
+        if args.json:
+            nodes = [
+                {"name": n, "kind": GRAPH[n].kind.value, "upstream": list(GRAPH[n].upstream)}
+                for n in GRAPH.order()
+            ]
+            print(json.dumps({"nodes": nodes}, indent=2))
+        else:
+            print(GRAPH.mermaid())
         return 0
     from stackflow.errors import StackflowError
 

@@ -94,3 +94,15 @@ def test_the_flow_refuses_an_explicit_empty_stacks_list() -> None:
         _request("dev", Operation.UP, [])
     with pytest.raises(SettingsError, match="leave the parameter out"):
         _request("dev", Operation.PREVIEW, [" "])
+
+
+def test_graph_json_is_the_declared_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["graph", "--json"]) == 0
+    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    assert [n["name"] for n in nodes] == GRAPH.order()
+    assert {n["name"]: n["upstream"] for n in nodes} == {
+        n: list(GRAPH[n].upstream) for n in GRAPH.order()
+    }
+    assert {n["name"] for n in nodes if n["kind"] == "stack"} == set(GRAPH.stacks)
