@@ -421,9 +421,11 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
 def _flow_run_url() -> str | None:
     """This flow run's page in the Prefect UI (None outside a flow run or without a UI)."""
     from prefect.runtime import flow_run
+    from prefect.utilities.urls import url_for
 
-    url = flow_run.ui_url
-    return str(url) if url else None
+    # prefect.runtime's ui_url points at /flow-runs/..., a page this UI version does not have
+    run_id = flow_run.id
+    return url_for("flow-run", obj_id=run_id) if run_id else None
 
 
 def _publish(summary: PipelineSummary, settings: Settings) -> None:

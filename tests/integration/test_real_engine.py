@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -326,9 +327,14 @@ def test_preview_names_each_resource_and_the_properties_that_change_on_the_local
         "(forces replacement)" in line and "cpu" in line.lower() for line in lines[task_def:]
     ), text.stdout
 
+    # the run's page in the Prefect UI, at the path the UI serves
+    [link] = re.findall(r"^Prefect UI: (\S+)$", text.stdout, re.MULTILINE)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/runs/flow-run/[0-9a-f-]{36}", link), link
+
     as_json = cli(env, "preview", "--env", name, "--stacks", "app", "--json")
     assert as_json.returncode == 0, as_json.stderr
     summary = json.loads(as_json.stdout)
+    assert summary["ui_url"].startswith(link.rsplit("/", 1)[0])
     [app] = summary["stacks"]
     changes = {r["type"]: r for r in app["resources"]}
     svc = changes["aws:ecs/service:Service"]
