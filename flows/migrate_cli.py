@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from stackflow.migrations import AppliedMigration, MigrationStatus, WaitAttempt
+    from stackflow.migrations import (
+        AppliedMigration,
+        MigrationPlanReport,
+        MigrationStatus,
+        WaitAttempt,
+    )
     from stackflow.settings import MysqlTarget, Settings
 
 URL_VARIABLE = "STACKFLOW_DATABASE_URL"
@@ -45,13 +50,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action.add_argument(
         "--repair",
         action="store_true",
-        help="clear failed records (after you checked the schema and fixed the file)",
+        help=(
+            "clear failed records (after you checked the schema and fixed the file) and "
+            "interrupted statements (they run again; see --mark-ran)"
+        ),
+    )
+    action.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the statements each pending file would run, and change nothing",
+    )
+    action.add_argument(
+        "--baseline",
+        type=_version,
+        metavar="VERSION",
+        help="record an existing schema as migrated up to VERSION (only without history)",
+    )
+    parser.add_argument(
+        "--mark-ran",
+        action="store_true",
+        help="with --repair: the interrupted statement took effect (you checked); record it done",
     )
     parser.add_argument(
         "--allow-out-of-order",
         action="store_true",
         help="apply a new file whose version is below the latest applied one",
     )
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="go on although applied files are gone from the folder (STACKFLOW_MIGRATIONS_ALLOW_MISSING)",
+    )
+    parser.add_argument(
+        "--strip-definer",
+        action="store_true",
+        help="drop DEFINER= clauses naming another user (STACKFLOW_MIGRATIONS_STRIP_DEFINER)",
+    )
+    parser.add_argument(
+        "--approve-destructive",
+        type=_version,
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="in a protected environment, run this version's destructive statements (repeatable)",
+    )
+
+
+def _version(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 10**18:
+        raise argparse.ArgumentTypeError(
+            f"not a migration version (1 or more, digits 0-9): {text!r}"
+        )
+    return int(text)
 
 
 def _target(
@@ -78,6 +128,24 @@ def status_table(rows: list[MigrationStatus]) -> str:
     """The `--status` table: version, state, description."""
     lines = [f"{'version':>8}  {'state':<8}  description", f"{'-' * 8}  {'-' * 8}  {'-' * 30}"]
     lines += [f"{r.version:>8}  {r.state:<8}  {r.description}" for r in rows]
+    return "\n".join(lines)
+
+
+def plan_text(report: MigrationPlanReport) -> str:
+    """The `--dry-run` listing: each pending file's statements, numbered, and its findings."""
+    if not report.pending:
+        return "nothing to apply: the schema is up to date"
+    lines: list[str] = []
+    for p in report.pending:
+        n = len(p.statements)
+        resumed = f", resumes at statement {p.resume_from}" if p.resume_from > 1 else ""
+        lines.append(f"-- {p.name} ({n} statement{'s' * (n != 1)}{resumed})")
+        for number, sql in enumerate(p.statements, 1):
+            if number >= p.resume_from:
+                lines.append(f"-- statement {number}\n{sql};")
+        for f in p.findings:
+            note = "allowed by the file's marker" if f.allowed else "destructive"
+            lines.append(f"-- {note}: {f.describe()}")
     return "\n".join(lines)
 
 
@@ -128,20 +196,40 @@ def _run(
 
     folder: Path | None = args.dir
     mig = settings.migrations
-    if args.allow_out_of_order:
-        mig = mig.model_copy(update={"allow_out_of_order": True})
+    flags = {"allow_out_of_order", "allow_missing", "strip_definer"}
+    mig = mig.model_copy(update={f: True for f in flags if getattr(args, f, False)})
     where = migrations.describe_target(target)
+    protected = settings.profile.protected
     if args.status:
+        rows = migrations.status(target, mig, folder)
         say(f"migrations on {where}:")
-        say(status_table(migrations.status(target, mig, folder)))
+        say(status_table(rows))
+        gone = [f"V{r.version}" for r in rows if r.state == "missing"]
+        if gone:
+            say(
+                f"applied but gone from the folder: {', '.join(gone)}; a run refuses unless "
+                f"{migrations.ALLOW_MISSING}"
+            )
         return EXIT_OK
     if args.repair:
-        cleared = migrations.repair(target, mig)
+        cleared = migrations.repair(target, mig, mark_ran=args.mark_ran)
         if cleared:
-            say(f"cleared failed records on {where}: {', '.join(f'V{v}' for v in cleared)}")
-            say("run `python flows/run.py migrate` to apply the fixed files")
+            what = "recorded as run" if args.mark_ran else "cleared failed records"
+            say(f"{what} on {where}: {', '.join(f'V{v}' for v in cleared)}")
+            say("run `python flows/run.py migrate` to go on")
         else:
-            say(f"no failed records on {where}; nothing to repair")
+            say(f"no failed or interrupted records on {where}; nothing to repair")
+        return EXIT_OK
+    if args.dry_run:
+        preview = migrations.pending_plan(target, mig, protected, folder)
+        say(f"dry run on {where}: {len(preview.pending)} pending, nothing changed")
+        say(plan_text(preview))
+        if preview.blocking:
+            say(migrations.destructive_refusal(preview.blocking))
+        return EXIT_OK
+    if args.baseline is not None:
+        record = migrations.baseline(target, mig, args.baseline, folder)
+        say(f"baseline recorded on {where}: files up to V{record.version} will never run")
         return EXIT_OK
 
     def on_attempt(attempt: WaitAttempt) -> None:
@@ -150,13 +238,26 @@ def _run(
 
     def on_applied(applied: AppliedMigration) -> None:
         n = applied.statements
+        resumed = f", resumed at {applied.first_statement}" if applied.first_statement > 1 else ""
         say(
-            f"applied {applied.filename} ({n} statement{'s' * (n != 1)}, {applied.duration_s:.3f}s)"
+            f"applied {applied.filename} ({n} statement{'s' * (n != 1)}{resumed}, "
+            f"{applied.duration_s:.3f}s)"
         )
 
     migrations.load_migrations(folder or mig.dir)  # a bad file fails before any waiting
     migrations.wait_for_database(target, mig, on_attempt=on_attempt)
-    report = migrations.migrate(target, mig, folder, on_applied=on_applied)
+    report = migrations.migrate(
+        target,
+        mig,
+        folder,
+        on_applied=on_applied,
+        environment_protected=protected,
+        approved_destructive=args.approve_destructive,
+    )
+    if report.missing:
+        say(
+            f"applied but gone from the folder (allowed): {', '.join(f'V{v}' for v in report.missing)}"
+        )
     say(
         f"migrations on {where}: {len(report.applied)} applied, {report.already_applied} already "
         f"applied ({report.duration_s:.2f}s)"

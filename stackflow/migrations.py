@@ -1,11 +1,16 @@
 """Schema migrations: numbered SQL files applied once each, in order, under a lock.
 
-Files are named `V<version>__<description>.sql` and live in one folder. Each applied file is
-recorded in `stackflow_schema_history` with its checksum, duration and outcome, so a re-run is a
-no-op (one SELECT), an edited applied file is refused, and a failed file blocks later runs until
-someone checks the schema and clears the record with `repair`.
+Files are named `V<version>__<description>.sql` and live in one folder; they may be mysqldump
+output (DELIMITER, conditional comments). Each file is recorded in `stackflow_schema_history`
+with its checksum, duration, outcome and progress, so a re-run is a no-op (one SELECT), an edited
+applied file is refused, and a failed file blocks later runs until someone checks the schema and
+clears the record with `repair`.
 
-MySQL commits DDL implicitly, so a file is never rolled back: keep one DDL change per file.
+Progress is recorded per statement. A data statement (INSERT, UPDATE, DELETE, SET ...) commits
+in one transaction with its progress record, so after a crash the file resumes at the next
+statement. MySQL commits DDL implicitly, so a DDL statement is marked "in flight" before it runs;
+a crash between it and its record is the one ambiguous case, and the runner refuses, naming the
+file and statement, until someone checks and runs `repair`. Each file runs in a fresh session.
 Every pymysql error becomes a typed stackflow error in exactly one place, `classify`.
 """
 
@@ -18,19 +23,16 @@ import random
 import re
 import ssl
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, TypeAlias
 
 import pymysql
 import pymysql.cursors
-import sqlparse.engine
-import sqlparse.sql
-import sqlparse.tokens as T
 
 from stackflow.errors import (
     DatabaseAuthError,
@@ -47,8 +49,18 @@ from stackflow.errors import (
     StackflowError,
     TransientDatabaseError,
 )
+from stackflow.migration_lint import (
+    MARKER,
+    LintFinding,
+    LiveColumn,
+    destructive_ok_reason,
+    foreign_definers,
+    lint_statements,
+    strip_definer,
+)
 from stackflow.redact import Redactor
 from stackflow.settings import MigrationSettings, MysqlTarget
+from stackflow.sqlsplit import Statement, split_statements
 
 if TYPE_CHECKING:
     from pymysql.connections import Connection
@@ -56,13 +68,22 @@ if TYPE_CHECKING:
 HISTORY_TABLE = "stackflow_schema_history"
 FILE_PATTERN = "V<version>__<description>.sql (e.g. V001__create_hello_pulumi.sql)"
 REPAIR_COMMAND = "python flows/run.py migrate --repair"
+ALLOW_MISSING = "--allow-missing (STACKFLOW_MIGRATIONS_ALLOW_MISSING=true)"
+STRIP_DEFINER = "--strip-definer (STACKFLOW_MIGRATIONS_STRIP_DEFINER=true)"
+
+__all__ = ["Statement", "split_statements"]  # re-exported: the splitter lives in sqlsplit
 
 # Versions are stored as BIGINT; 18 digits leaves room for timestamps like 20250101120000.
-_NAME_RE = re.compile(r"^V(?P<version>\d{1,18})__(?P<description>[A-Za-z0-9][A-Za-z0-9_-]*)\.sql$")
+_NAME_RE = re.compile(
+    r"^V(?P<version>[0-9]{1,18})__(?P<description>[A-Za-z0-9][A-Za-z0-9_-]*)\.sql$", re.ASCII
+)
 # Anything that looks like it was meant to be a migration must match the pattern exactly.
+# (Unicode digits too, so an Arabic-Indic version is reported instead of ignored.)
 _CANDIDATE_RE = re.compile(r"(^[Vv]\d)|(\.sql$)", re.IGNORECASE)
 # Comments, whitespace and semicolons; MySQL's executable comments (/*! ... */) are real SQL.
-_NOT_SQL_RE = re.compile(r"--[^\n]*|#[^\n]*|/\*(?!!).*?\*/|\s+|;", re.DOTALL)
+_NOT_SQL_RE = re.compile(
+    r"--[^\n]*|#[^\n]*|/\*(?!!).*?\*/|\s+|;|^[ \t]*delimiter[^\n]*", re.S | re.I | re.M
+)
 _MAX_ERROR_CHARS = 2000
 _MAX_DESCRIPTION_CHARS = 200
 
@@ -84,16 +105,35 @@ _TLS_FAILED = 2026
 _NO_SUCH_TABLE = 1146
 
 
+class MigrationInterrupted(MigrationError):
+    """A run stopped between a statement MySQL commits implicitly (DDL) and its progress record."""
+
+
+class MigrationMissingFiles(MigrationError):
+    """Applied migrations whose files are gone from the folder."""
+
+
+class MigrationDestructiveChange(MigrationError):
+    """A pending file can lose data and neither carries the marker nor was approved."""
+
+
+class MigrationPlanChanged(MigrationError):
+    """The pending files differ from the ones that were approved (pinned checksums)."""
+
+
+class MigrationStatementTooLarge(MigrationError):
+    """A statement is larger than the server's max_allowed_packet."""
+
+
+class MigrationDefinerError(MigrationError):
+    """A file names a DEFINER other than the migration user."""
+
+
+class MigrationBaselineError(MigrationError):
+    """A baseline was asked for a schema that already has migration history."""
+
+
 # --- files ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One SQL statement of a migration file: its 1-based number and the line it starts on."""
-
-    number: int
-    line: int
-    sql: str
 
 
 @dataclass(frozen=True)
@@ -115,67 +155,72 @@ class Migration:
         """The file's statements, split on first use so a no-op run parses nothing.
 
         Raises:
-            MigrationFileError: the file has no statements or uses the client-only DELIMITER.
+            MigrationFileError: the file has no statements, or an unterminated string or comment.
         """
         statements = split_statements(self.sql, source=self.filename)
         if not statements:
             raise MigrationFileError(_empty_file_message(self.path))
         return statements
 
+    @cached_property
+    def destructive_ok(self) -> str | None:
+        """The reason given by the file's `-- stackflow: destructive-ok <reason>` marker."""
+        return destructive_ok_reason(self.sql)
+
 
 def _empty_file_message(path: Path) -> str:
     return f"{path}: has no SQL statements (only comments or whitespace); expected {FILE_PATTERN}"
 
 
-def _is_code(token: sqlparse.sql.Token) -> bool:
-    # MySQL runs executable comments (/*!40101 ... */), so they count as code.
-    return not (token.is_whitespace or token.ttype in T.Comment) or token.value.startswith("/*!")
+StatementKind = Literal["data", "session", "ddl", "open", "close"]
+_DATA = {"INSERT", "UPDATE", "DELETE", "REPLACE", "SELECT", "WITH", "VALUES", "DO", "LOAD"}
 
 
-def split_statements(sql: str, *, source: str = "<sql>") -> tuple[Statement, ...]:
-    """Split SQL text into statements, honouring strings, comments and BEGIN ... END blocks.
+def statement_kind(st: Statement) -> StatementKind:
+    """How a statement commits: data (in a transaction), session (SET), ddl (implicit commit),
+    or the open/close of a LOCK TABLES or explicit transaction region."""
+    word = st.keyword
+    if word == "SET":
+        rest = st.sql.upper()
+        global_like = re.search(r"^\W*(?:/\*!\d*\s*)?SET\s+(GLOBAL|PASSWORD|DEFAULT|ROLE)\b", rest)
+        return "ddl" if global_like else "session"
+    if word in _DATA:
+        return "data"
+    if word == "LOCK" or word == "START" or word == "XA":
+        return "open"
+    if word == "BEGIN":
+        return "ddl" if re.search(r"^\W*BEGIN\s+NOT\b", st.sql.upper()) else "open"
+    if word in ("UNLOCK", "COMMIT", "ROLLBACK"):
+        return "close"
+    return "ddl"
 
-    Comment-only and empty statements are dropped; each statement loses its trailing semicolon.
 
-    Args:
-        sql: the text of a migration file.
-        source: the file name, for error messages.
+@dataclass(frozen=True)
+class Unit:
+    """Statements recorded together: one data statement (atomic with its record), one DDL
+    statement, or a LOCK TABLES / transaction region (marked in flight while it runs)."""
 
-    Raises:
-        MigrationFileError: a `DELIMITER` line (a mysql client command, not SQL).
-    """
-    out: list[Statement] = []
-    offset = 0
-    # sqlparse's splitter without grouping: lossless text, fast, and BEGIN ... END aware.
-    stack = sqlparse.engine.FilterStack()  # type: ignore[no-untyped-call]
-    for parsed in stack.run(sql):  # type: ignore[no-untyped-call]
-        tokens = list(parsed.flatten())
-        start, first = offset, None
-        for token in tokens:
-            if _is_code(token) and not token.match(T.Punctuation, ";"):
-                first = token
-                break
-            start += len(token.value)
-        offset += sum(len(t.value) for t in tokens)
-        if first is None:
-            continue  # comments, whitespace or a stray semicolon
-        line = sql.count("\n", 0, start) + 1
-        if first.value.upper() == "DELIMITER":
-            raise MigrationFileError(
-                f"{source}: line {line}: DELIMITER is a mysql client command, not SQL; write "
-                "CREATE PROCEDURE/TRIGGER ... BEGIN ... END; as usual: the runner keeps "
-                "BEGIN ... END blocks whole"
-            )
-        # Drop the terminating semicolon even when a comment follows it on the same line.
-        for i in range(len(tokens) - 1, -1, -1):
-            if tokens[i].match(T.Punctuation, ";"):
-                del tokens[i]
-                break
-            if _is_code(tokens[i]):
-                break
-        body = "".join(t.value for t in tokens).strip()
-        out.append(Statement(len(out) + 1, line, body))
-    return tuple(out)
+    first: int
+    last: int
+    atomic: bool
+
+
+def units_of(statements: Sequence[Statement]) -> list[Unit]:
+    """Group a file's statements into the units their progress is recorded by."""
+    out: list[Unit] = []
+    region: int | None = None
+    for st in statements:
+        kind = statement_kind(st)
+        if region is not None:
+            if kind == "close" or st.number == len(statements):
+                out.append(Unit(region, st.number, False))
+                region = None
+            continue
+        if kind == "open" and st.number < len(statements):
+            region = st.number
+        else:
+            out.append(Unit(st.number, st.number, kind in ("data", "session", "close")))
+    return out
 
 
 def checksum_of(text: str) -> str:
@@ -193,9 +238,9 @@ def load_migrations(folder: Path) -> list[Migration]:
         folder: the migrations folder.
 
     Raises:
-        MigrationFileError: the folder is missing or empty, or a file has a malformed name, a
-            duplicate version, is unreadable or has no statements; the message names the file
-            and the accepted pattern.
+        MigrationFileError: the folder is missing or empty, or a file has a malformed name (a
+            version in other than ASCII digits too), a duplicate version, is a folder or a
+            symbolic link, is unreadable or has no statements; the message names the file.
     """
     if not folder.is_dir():
         raise MigrationFileError(
@@ -205,10 +250,20 @@ def load_migrations(folder: Path) -> list[Migration]:
     for path in sorted(folder.iterdir()):
         if path.name.startswith(".") or not _CANDIDATE_RE.search(path.name):
             continue
+        if path.is_symlink():
+            raise MigrationFileError(
+                f"{path}: is a symbolic link (to {path.readlink()}), not a file; migrations must "
+                "be regular files in the folder: copy the file in instead"
+            )
+        if path.is_dir():
+            raise MigrationFileError(
+                f"{path}: is a folder, not a migration file; move it out of the migrations folder"
+            )
         match = _NAME_RE.match(path.name)
         if match is None or not path.is_file():
+            hint = " (versions are ASCII digits 0-9)" if re.match(r"^V\d", path.name) else ""
             raise MigrationFileError(
-                f"{path}: malformed migration file name; accepted: {FILE_PATTERN}"
+                f"{path}: malformed migration file name{hint}; accepted: {FILE_PATTERN}"
             )
         version = int(match["version"])
         if version in found:
@@ -220,10 +275,10 @@ def load_migrations(folder: Path) -> list[Migration]:
             text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
         except (OSError, UnicodeDecodeError) as exc:
             raise MigrationFileError(f"{path}: cannot be read as UTF-8 text ({exc})") from exc
-        if not _NOT_SQL_RE.sub("", text):
-            raise MigrationFileError(_empty_file_message(path))
         description = match["description"].replace("_", " ")[:_MAX_DESCRIPTION_CHARS]
         found[version] = Migration(version, description, path, text, checksum_of(text))
+        if not _NOT_SQL_RE.sub("", text):
+            raise MigrationFileError(_empty_file_message(path))
     if not found:
         raise MigrationFileError(
             f"migrations folder {folder} has no migration files; expected {FILE_PATTERN}"
@@ -408,13 +463,34 @@ _HISTORY_DDL = f"""CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (
     applied_at DATETIME(6) NOT NULL COMMENT 'UTC',
     duration_ms INT UNSIGNED NOT NULL,
     success TINYINT(1) NOT NULL,
-    error TEXT NULL
+    error TEXT NULL,
+    state VARCHAR(16) NOT NULL DEFAULT 'applied',
+    statements_done INT UNSIGNED NOT NULL DEFAULT 0,
+    statements_total INT UNSIGNED NOT NULL DEFAULT 0,
+    in_flight_from INT UNSIGNED NULL,
+    in_flight_to INT UNSIGNED NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+
+# Columns added since the first release; a table without them is upgraded in place under the lock.
+_NEW_COLUMNS = {
+    "state": "VARCHAR(16) NOT NULL DEFAULT 'applied'",
+    "statements_done": "INT UNSIGNED NOT NULL DEFAULT 0",
+    "statements_total": "INT UNSIGNED NOT NULL DEFAULT 0",
+    "in_flight_from": "INT UNSIGNED NULL",
+    "in_flight_to": "INT UNSIGNED NULL",
+}
+
+RecordState = Literal["applied", "failed", "running", "baseline"]
 
 
 @dataclass(frozen=True)
 class HistoryRecord:
-    """One row of the history table."""
+    """One row of the history table.
+
+    state: applied, failed, running (started, not finished) or baseline (an existing schema
+    recorded as applied up to this version). statements_done: statements committed so far.
+    in_flight_from/to: statements that were running when the run stopped (None: none).
+    """
 
     version: int
     description: str
@@ -423,39 +499,85 @@ class HistoryRecord:
     duration_ms: int
     success: bool
     error: str | None
+    state: RecordState | None = None
+    statements_done: int = 0
+    in_flight_from: int | None = None
+    in_flight_to: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.state is None:  # a row written before progress was recorded
+            object.__setattr__(self, "state", "applied" if self.success else "failed")
+
+    @property
+    def interrupted(self) -> bool:
+        """A statement MySQL commits implicitly was in flight when the run stopped."""
+        return self.state == "running" and self.in_flight_from is not None
 
 
-def read_history(conn: MysqlConnection, *, create: bool = True) -> list[HistoryRecord]:
+def _upgrade_history(conn: MysqlConnection, columns: Collection[str]) -> None:
+    """Add the progress columns to a table written by an older runner (under the lock)."""
+    missing = [c for c in _NEW_COLUMNS if c not in columns]
+    if missing:
+        with conn.cursor() as cur:
+            adds = ", ".join(f"ADD COLUMN {c} {_NEW_COLUMNS[c]}" for c in missing)
+            cur.execute(f"ALTER TABLE {HISTORY_TABLE} {adds}")
+            cur.execute(f"UPDATE {HISTORY_TABLE} SET state = 'failed' WHERE success = 0")
+
+
+def read_history(
+    conn: MysqlConnection, *, create: bool = True, upgrade: bool = False
+) -> list[HistoryRecord]:
     """Every history row, by version; one SELECT (the table is created only when it is missing).
+
+    Reads tables written by older runners too (without the progress columns).
 
     Args:
         conn: an open connection to the schema.
         create: create the table when missing (False for read-only callers such as `status`).
+        upgrade: add the progress columns to an older table (callers holding the lock).
     """
-    with conn.cursor() as cur:
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
         try:
-            cur.execute(
-                "SELECT version, description, checksum, applied_at, duration_ms, success, error "
-                f"FROM {HISTORY_TABLE} ORDER BY version"
-            )
+            cur.execute(f"SELECT * FROM {HISTORY_TABLE} ORDER BY version")
         except pymysql.err.ProgrammingError as exc:
             if _server_error(exc)[0] != _NO_SUCH_TABLE:
                 raise
             if create:
                 cur.execute(_HISTORY_DDL)
             return []
-        return [
-            HistoryRecord(int(v), str(d), str(c), a, int(ms), bool(ok), e)
-            for v, d, c, a, ms, ok, e in cur.fetchall()
-        ]
+        rows: list[dict[str, Any]] = list(cur.fetchall())
+        columns = [d[0] for d in cur.description or ()]
+    if upgrade:
+        _upgrade_history(conn, columns)
+    return [
+        HistoryRecord(
+            int(r["version"]),
+            str(r["description"]),
+            str(r["checksum"]),
+            r["applied_at"],
+            int(r["duration_ms"]),
+            bool(r["success"]),
+            r["error"],
+            r.get("state"),
+            int(r.get("statements_done") or 0),
+            r.get("in_flight_from"),
+            r.get("in_flight_to"),
+        )
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What a run would do: successful history records, and files still to apply (by version)."""
+    """What a run would do: applied records, files still to apply (by version), where a file
+    started by an earlier run resumes (version -> statement number), applied records whose file
+    is gone, and the baseline version (files up to it never run)."""
 
     applied: list[HistoryRecord]
     pending: list[Migration]
+    resume: dict[int, int] = field(default_factory=dict)
+    missing: list[HistoryRecord] = field(default_factory=list)
+    baseline: int | None = None
 
 
 def _file_label(version: int, files: dict[int, Migration], description: str = "") -> str:
@@ -463,23 +585,41 @@ def _file_label(version: int, files: dict[int, Migration], description: str = ""
     return f"V{version} ({m.path})" if m else f"V{version} ({description}; its file is gone)"
 
 
+def interrupted_message(r: HistoryRecord, label: str) -> str:
+    """What to do about a file stopped while a statement MySQL commits implicitly was running."""
+    lo, hi = r.in_flight_from, r.in_flight_to
+    which = f"statement {lo}" if lo == hi else f"statements {lo}-{hi}"
+    return (
+        f"migration {label} was interrupted at {which} ({r.statements_done} statement(s) before "
+        "it are recorded as done). MySQL commits DDL implicitly, so whether it took effect is "
+        "unknown: check the schema, then run "
+        f"`{REPAIR_COMMAND} --mark-ran` if it took effect, or `{REPAIR_COMMAND}` to run it again"
+    )
+
+
 def compute_plan(
-    history: Sequence[HistoryRecord], migrations: Sequence[Migration], allow_out_of_order: bool
+    history: Sequence[HistoryRecord],
+    migrations: Sequence[Migration],
+    allow_out_of_order: bool,
+    allow_missing: bool = False,
 ) -> Plan:
-    """Pure set arithmetic: which files are applied and which are pending.
+    """Pure set arithmetic: which files are applied, pending, resumed or missing.
 
     Args:
         history: the history table's rows.
         migrations: the files, sorted by version.
         allow_out_of_order: apply a pending file whose version is below the latest applied one.
+        allow_missing: go on although applied files are gone from the folder.
 
     Raises:
         MigrationFailedBefore: a failed record is present.
-        MigrationChecksumError: an applied file has changed.
+        MigrationInterrupted: a run stopped while a DDL statement was in flight.
+        MigrationMissingFiles: applied files are gone and allow_missing is off.
+        MigrationChecksumError: an applied (or half-applied) file has changed.
         MigrationOrderError: a pending version is below the latest applied one.
     """
     files = {m.version: m for m in migrations}
-    failed = [r for r in history if not r.success]
+    failed = [r for r in history if r.state == "failed"]
     if failed:
         r = failed[0]
         raise MigrationFailedBefore(
@@ -489,8 +629,21 @@ def compute_plan(
             "they changed, fix the file (make it safe to run again), then run "
             f"`{REPAIR_COMMAND}` to clear the failed record and migrate again"
         )
-    applied = [r for r in history if r.success]
-    changed = [r for r in applied if r.version in files and files[r.version].checksum != r.checksum]
+    for r in history:
+        if r.interrupted:
+            raise MigrationInterrupted(
+                interrupted_message(r, _file_label(r.version, files, r.description))
+            )
+    baseline = max((r.version for r in history if r.state == "baseline"), default=None)
+    missing = [r for r in history if r.state in ("applied", "running") and r.version not in files]
+    if missing and not allow_missing:
+        names = ", ".join(f"V{r.version} ({r.description})" for r in missing)
+        raise MigrationMissingFiles(
+            f"applied migration(s) {names} are gone from the migrations folder; restore the "
+            f"file(s), or go on without them with {ALLOW_MISSING}"
+        )
+    started = [r for r in history if r.state in ("applied", "running") and r.version in files]
+    changed = [r for r in started if files[r.version].checksum != r.checksum]
     if changed:
         r = changed[0]
         m = files[r.version]
@@ -499,8 +652,14 @@ def compute_plan(
             f"{r.checksum[:12]}, now {m.checksum[:12]}); applied files must not be edited: restore "
             "it and put the change in a new file with a higher version"
         )
+    applied = [r for r in history if r.state in ("applied", "baseline")]
     done = {r.version for r in applied}
-    pending = [m for m in migrations if m.version not in done]
+    resume = {r.version: r.statements_done + 1 for r in history if r.state == "running"}
+    pending = [
+        m
+        for m in migrations
+        if m.version not in done and (baseline is None or m.version > baseline)
+    ]
     latest = max(done, default=None)
     late = [m for m in pending if latest is not None and m.version < latest]
     if late and not allow_out_of_order:
@@ -509,12 +668,217 @@ def compute_plan(
             f"{latest}; renumber it above {latest}, or allow it with --allow-out-of-order "
             "(STACKFLOW_MIGRATIONS_ALLOW_OUT_OF_ORDER=true)"
         )
-    return Plan(applied, pending)
+    return Plan(applied, pending, resume, missing, baseline)
 
 
-def plan(conn: MysqlConnection, migrations: Sequence[Migration], allow_out_of_order: bool) -> Plan:
-    """Read the history (one SELECT) and compute the plan; see `compute_plan` for what it raises."""
-    return compute_plan(read_history(conn), migrations, allow_out_of_order)
+def plan(
+    conn: MysqlConnection,
+    migrations: Sequence[Migration],
+    allow_out_of_order: bool,
+    allow_missing: bool = False,
+) -> Plan:
+    """Read (and create or upgrade) the history with one SELECT and compute the plan; see
+    `compute_plan` for what it raises. Callers hold the migration lock."""
+    history = read_history(conn, upgrade=True)
+    return compute_plan(history, migrations, allow_out_of_order, allow_missing)
+
+
+# --- checks before anything runs --------------------------------------------------------------
+
+
+def live_columns(conn: MysqlConnection, database: str) -> Callable[[str, str], LiveColumn | None]:
+    """A lookup of the schema's columns as information_schema has them now (one query, lazily)."""
+    cache: dict[tuple[str, str], LiveColumn] | None = None
+
+    def lookup(table: str, column: str) -> LiveColumn | None:
+        nonlocal cache
+        if cache is None:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, "
+                    "CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, IS_NULLABLE "
+                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s",
+                    (database,),
+                )
+                cache = {
+                    (str(t).lower(), str(c).lower()): LiveColumn(
+                        str(dt).lower(),
+                        str(ct).lower(),
+                        None if ln is None else int(ln),
+                        None if p is None else int(p),
+                        None if sc is None else int(sc),
+                        nl == "YES",
+                    )
+                    for t, c, dt, ct, ln, p, sc, nl in cur.fetchall()
+                }
+        return cache.get((table.lower(), column.lower()))
+
+    return lookup
+
+
+def prepared_statements(m: Migration, user: str, strip_definers: bool) -> tuple[Statement, ...]:
+    """The statements to send: DEFINER clauses stripped when asked.
+
+    Raises:
+        MigrationDefinerError: a DEFINER names a user other than `user` and stripping is off.
+    """
+    foreign = foreign_definers(m.statements, user)
+    if not foreign:
+        return m.statements
+    if not strip_definers:
+        number, clause = foreign[0]
+        raise MigrationDefinerError(
+            f"{m.filename}: statement {number} has {clause}, a user other than the migration user "
+            f"'{user}' (creating it needs SUPER or SET USER). Drop the clauses with "
+            f"{STRIP_DEFINER} so the migration user owns the objects, or edit the file"
+        )
+    return tuple(Statement(s.number, s.line, strip_definer(s.sql)) for s in m.statements)
+
+
+def max_allowed_packet(conn: MysqlConnection) -> int:
+    """The server's max_allowed_packet (bytes)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@max_allowed_packet")
+        row = cur.fetchone()
+    return int(row[0]) if row else 16 * 1024 * 1024
+
+
+def check_sizes(m: Migration, statements: Sequence[Statement], limit: int) -> None:
+    """Raises MigrationStatementTooLarge naming the first statement larger than `limit` bytes."""
+    for st in statements:
+        size = len(st.sql.encode("utf-8")) + 1  # the command byte
+        if size > limit:
+            raise MigrationStatementTooLarge(
+                f"{m.filename}: statement {st.number} (line {st.line}) is {size} bytes, over the "
+                f"server's max_allowed_packet of {limit}; split it (e.g. a multi-row INSERT into "
+                "several) or raise max_allowed_packet on the server"
+            )
+
+
+@dataclass(frozen=True)
+class PendingMigration:
+    """A file a run would apply: what it is, the statements it would send, and its findings."""
+
+    version: int
+    name: str
+    description: str
+    checksum: str
+    statements: list[str]
+    findings: list[LintFinding]
+    resume_from: int = 1
+
+    @property
+    def destructive(self) -> bool:
+        return bool(self.findings)
+
+
+@dataclass(frozen=True)
+class MigrationPlanReport:
+    """What a run would do, read-only: pending files with statements and lint findings."""
+
+    database: str
+    pending: list[PendingMigration]
+    already_applied: int
+    missing: list[int]
+    baseline: int | None
+    environment_protected: bool
+
+    @property
+    def pinned(self) -> dict[int, str]:
+        """version -> checksum of the pending files, to pass to a run as `pinned`."""
+        return {p.version: p.checksum for p in self.pending}
+
+    @property
+    def blocking(self) -> list[tuple[PendingMigration, LintFinding]]:
+        """Findings that refuse a run in this environment unless approved."""
+        if not self.environment_protected:
+            return []
+        return [(p, f) for p in self.pending for f in p.findings if not f.allowed]
+
+
+def destructive_refusal(blocking: Sequence[tuple[PendingMigration, LintFinding]]) -> str:
+    """The message of a refused destructive change: every finding, and the two ways on."""
+    lines = [f"{p.name}: {f.describe()}: {_one_line(f.text)}" for p, f in blocking]
+    return (
+        "pending migrations can lose data in a protected environment:\n  "
+        + "\n  ".join(lines)
+        + f"\nAdd the line `{MARKER}` to a file that means it, or approve the run with these "
+        "findings shown"
+    )
+
+
+def _one_line(sql: str, limit: int = 120) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _checked(
+    conn: MysqlConnection,
+    target: MysqlTarget,
+    settings: MigrationSettings,
+    todo: Plan,
+    environment_protected: bool,
+) -> MigrationPlanReport:
+    """Split, DEFINER-check, size-check and lint every pending file; nothing is written."""
+    columns = live_columns(conn, target.database)
+    limit = max_allowed_packet(conn)
+    strip = settings.strip_definer
+    pending = []
+    for m in todo.pending:
+        statements = prepared_statements(m, target.user, strip)
+        check_sizes(m, statements, limit)
+        start = todo.resume.get(m.version, 1)
+        findings = lint_statements(
+            [s for s in statements if s.number >= start], m.destructive_ok is not None, columns
+        )
+        pending.append(
+            PendingMigration(
+                m.version,
+                m.filename,
+                m.description,
+                m.checksum,
+                [s.sql for s in statements],
+                findings,
+                start,
+            )
+        )
+    return MigrationPlanReport(
+        describe_target(target),
+        pending,
+        len(todo.applied),
+        [r.version for r in todo.missing],
+        todo.baseline,
+        environment_protected,
+    )
+
+
+def pending_plan(
+    target: MysqlTarget,
+    settings: MigrationSettings,
+    environment_protected: bool,
+    folder: Path | None = None,
+) -> MigrationPlanReport:
+    """What `migrate` would do now, for a preview, a dry run or an approval. Read-only.
+
+    Creates nothing (not even the history table) and takes no lock.
+
+    Args:
+        target: the database.
+        settings: folder, out-of-order and missing-file policy, DEFINER stripping.
+        environment_protected: findings then block a run unless allowed or approved.
+        folder: the migrations folder (default: settings.dir).
+
+    Raises:
+        MigrationFileError, MigrationFailedBefore, MigrationInterrupted, MigrationMissingFiles,
+        MigrationChecksumError, MigrationOrderError, MigrationDefinerError,
+        MigrationStatementTooLarge, DatabaseAuthError, TransientDatabaseError.
+    """
+    migrations = load_migrations(folder or settings.dir)
+    allow_missing = settings.allow_missing
+    with connect(target, settings) as conn:
+        history = read_history(conn, create=False)
+        todo = compute_plan(history, migrations, settings.allow_out_of_order, allow_missing)
+        return _checked(conn, target, settings, todo, environment_protected)
 
 
 # --- migrate ----------------------------------------------------------------------------------
@@ -522,13 +886,14 @@ def plan(conn: MysqlConnection, migrations: Sequence[Migration], allow_out_of_or
 
 @dataclass(frozen=True)
 class AppliedMigration:
-    """A file this run applied."""
+    """A file this run applied (statements counts all of it; first_statement > 1: resumed)."""
 
     version: int
     description: str
     filename: str
     statements: int
     duration_s: float
+    first_statement: int = 1
 
 
 @dataclass
@@ -538,44 +903,185 @@ class MigrateReport:
     applied: list[AppliedMigration] = field(default_factory=list)
     already_applied: int = 0
     duration_s: float = 0.0
+    missing: list[int] = field(default_factory=list)
 
 
-def _record(conn: MysqlConnection, m: Migration, duration_s: float, error: str | None) -> None:
+def _update(conn: MysqlConnection, version: int, sets: str, *args: object) -> None:
+    with conn.cursor() as cur:
+        cur.execute(f"UPDATE {HISTORY_TABLE} SET {sets} WHERE version = %s", (*args, version))
+
+
+def _start_record(conn: MysqlConnection, m: Migration, total: int) -> None:
     with conn.cursor() as cur:
         cur.execute(
-            f"INSERT INTO {HISTORY_TABLE} "
-            "(version, description, checksum, applied_at, duration_ms, success, error) "
-            "VALUES (%s, %s, %s, UTC_TIMESTAMP(6), %s, %s, %s)",
-            (m.version, m.description, m.checksum, round(duration_s * 1000), error is None, error),
+            f"INSERT INTO {HISTORY_TABLE} (version, description, checksum, applied_at, "
+            "duration_ms, success, error, state, statements_done, statements_total) "
+            "VALUES (%s, %s, %s, UTC_TIMESTAMP(6), 0, 0, NULL, 'running', 0, %s)",
+            (m.version, m.description, m.checksum, total),
         )
 
 
-def _apply(conn: MysqlConnection, m: Migration, target: MysqlTarget) -> AppliedMigration:
-    started = time.monotonic()
-    with conn.cursor() as cur:
-        for st in m.statements:
+def _session_replay(statements: Sequence[Statement], before: int) -> list[Statement]:
+    # A resumed file runs in a new session: its earlier SET statements (sql_mode, FK checks,
+    # character set, user variables) are run again first, as they only touch the session.
+    return [s for s in statements[: before - 1] if statement_kind(s) == "session"]
+
+
+def _fail(
+    control: MysqlConnection,
+    m: Migration,
+    statements: Sequence[Statement],
+    start: int,
+    progress: _Progress,
+    exc: BaseException,
+    target: MysqlTarget,
+    began: float,
+) -> NoReturn:
+    """Record a failed statement, or say how a lost connection is resumed; always raises."""
+    err = classify(exc, target)
+    st = progress.current
+    number = st.number if st else start
+    if isinstance(err, MigrationSQLError) and isinstance(exc, pymysql.err.MySQLError):
+        code, message = _server_error(exc)
+        what = f"statement {number} of {len(statements)} (line {st.line if st else 0})"
+        _update(
+            control,
+            m.version,
+            "state = 'failed', success = 0, error = %s, duration_ms = %s, "
+            "in_flight_from = NULL, in_flight_to = NULL",
+            f"{what}: ({code}) {message}"[:_MAX_ERROR_CHARS],
+            round((time.monotonic() - began) * 1000),
+        )
+        raise MigrationSQLError(
+            f"{m.filename}: {what} failed: ({code}) {message}. The file is recorded as "
+            "failed; earlier statements were committed (MySQL commits DDL): check the "
+            f"schema, fix the file, then run `{REPAIR_COMMAND}` and migrate again"
+        ) from None
+    unit = progress.in_flight
+    if unit is not None and isinstance(err, TransientDatabaseError):
+        # The DDL may or may not have been committed: never retried blindly.
+        record = HistoryRecord(
+            m.version, m.description, m.checksum, datetime.now(), 0, False, None,
+            "running", unit.first - 1, unit.first, unit.last,
+        )  # fmt: skip
+        raise MigrationInterrupted(
+            f"{m.filename}: connection lost ({err}); "
+            + interrupted_message(record, f"V{m.version} ({m.path})")
+        ) from None
+    if isinstance(err, TransientDatabaseError):
+        raise TransientDatabaseError(
+            f"{m.filename}: {err}; the statements before {number} are recorded, so a retry "
+            f"resumes at statement {number}"
+        ) from None
+    raise err from None
+
+
+@dataclass
+class _Progress:
+    """Where a file's run is: the statement being sent and the unit marked in flight."""
+
+    current: Statement | None = None
+    in_flight: Unit | None = None
+
+
+def _run_units(
+    control: MysqlConnection,
+    cur: pymysql.cursors.Cursor,
+    m: Migration,
+    statements: Sequence[Statement],
+    start: int,
+    progress: _Progress,
+) -> None:
+    by_number = {s.number: s for s in statements}
+    for st in _session_replay(statements, start):
+        progress.current = st
+        cur.execute(st.sql)
+    for unit in units_of(statements):
+        if unit.last < start:
+            continue
+        if unit.atomic:
+            # The statement and its progress record commit together, or neither does.
+            progress.current = by_number[unit.first]
+            cur.execute("START TRANSACTION")
+            cur.execute(progress.current.sql)
+            cur.execute(
+                f"UPDATE {HISTORY_TABLE} SET statements_done = %s WHERE version = %s",
+                (unit.last, m.version),
+            )
+            cur.execute("COMMIT")
+            continue
+        _update(control, m.version, "in_flight_from = %s, in_flight_to = %s", unit.first, unit.last)
+        progress.in_flight = unit
+        for number in range(unit.first, unit.last + 1):
+            progress.current = by_number[number]
+            cur.execute(progress.current.sql)
+        cur.execute("COMMIT")  # in case the file turned autocommit off
+        progress.in_flight = None
+        _update(
+            control,
+            m.version,
+            "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL",
+            unit.last,
+        )
+    cur.execute("COMMIT")
+
+
+def _apply(
+    control: MysqlConnection,
+    m: Migration,
+    statements: Sequence[Statement],
+    start: int,
+    resuming: bool,
+    target: MysqlTarget,
+    settings: MigrationSettings,
+) -> AppliedMigration:
+    """Run `m` from statement `start` in a fresh session, recording progress per unit."""
+    began = time.monotonic()
+    if not resuming:
+        _start_record(control, m, len(statements))
+    progress = _Progress()
+    failure: BaseException | None = None
+    try:
+        with connect(target, settings) as conn, conn.cursor() as cur:
             try:
-                cur.execute(st.sql)
-            except pymysql.err.MySQLError as exc:
-                err = classify(exc, target)
-                if not isinstance(err, MigrationSQLError):
-                    raise err from None  # connection trouble: the file's outcome is unknown
-                code, message = _server_error(exc)
-                what = f"statement {st.number} of {len(m.statements)} (line {st.line})"
-                _record(
-                    conn,
-                    m,
-                    time.monotonic() - started,
-                    f"{what}: ({code}) {message}"[:_MAX_ERROR_CHARS],
-                )
-                raise MigrationSQLError(
-                    f"{m.filename}: {what} failed: ({code}) {message}. The file is recorded as "
-                    "failed; earlier statements were committed (MySQL commits DDL): check the "
-                    f"schema, fix the file, then run `{REPAIR_COMMAND}` and migrate again"
-                ) from None
-    duration = time.monotonic() - started
-    _record(conn, m, duration, None)
-    return AppliedMigration(m.version, m.description, m.filename, len(m.statements), duration)
+                _run_units(control, cur, m, statements, start, progress)
+            except (pymysql.err.MySQLError, OSError) as exc:
+                failure = exc  # handled below, with its server code, after the session closes
+    except TransientDatabaseError as exc:
+        failure = exc
+    if failure is not None:
+        _fail(control, m, statements, start, progress, failure, target, began)
+    duration = time.monotonic() - began
+    _update(
+        control,
+        m.version,
+        "state = 'applied', success = 1, applied_at = UTC_TIMESTAMP(6), duration_ms = %s, "
+        "statements_done = %s, statements_total = %s",
+        round(duration * 1000),
+        len(statements),
+        len(statements),
+    )
+    return AppliedMigration(m.version, m.description, m.filename, len(statements), duration, start)
+
+
+def _check_pinned(report: MigrationPlanReport, pinned: Mapping[int, str]) -> None:
+    now = report.pinned
+    added = sorted(now.keys() - pinned.keys())
+    gone = sorted(pinned.keys() - now.keys())
+    changed = sorted(v for v in now.keys() & pinned.keys() if now[v] != pinned[v])
+    if added or gone or changed:
+        names = {p.version: p.name for p in report.pending}
+        parts = []
+        if added:
+            parts.append("added since approval: " + ", ".join(names[v] for v in added))
+        if gone:
+            parts.append("approved but no longer pending: " + ", ".join(f"V{v}" for v in gone))
+        if changed:
+            parts.append("changed since approval: " + ", ".join(names[v] for v in changed))
+        raise MigrationPlanChanged(
+            "the pending migrations are not the ones approved (" + "; ".join(parts) + "); "
+            "preview and approve again"
+        )
 
 
 def migrate(
@@ -584,32 +1090,57 @@ def migrate(
     folder: Path | None = None,
     *,
     on_applied: Callable[[AppliedMigration], None] | None = None,
+    environment_protected: bool = False,
+    approved_destructive: Collection[int] = (),
+    pinned: Mapping[int, str] | None = None,
 ) -> MigrateReport:
     """Apply every pending migration in version order, under the schema's GET_LOCK.
 
-    A concurrent runner waits for the lock, then re-plans and finds nothing to do. With nothing
-    pending the check is one history SELECT beyond connect and lock.
+    Before anything runs, every pending file is split, checked for foreign DEFINERs, statements
+    over max_allowed_packet and (in a protected environment) unapproved destructive changes.
+    A concurrent runner waits for the lock, then re-plans and finds nothing to do.
 
     Args:
         target: the database.
-        settings: timeouts, TLS, lock timeout, out-of-order policy.
+        settings: timeouts, TLS, lock timeout, out-of-order, missing-file and DEFINER policy.
         folder: the migrations folder (default: settings.dir).
         on_applied: called after each file is applied and recorded.
+        environment_protected: refuse destructive findings unless allowed or approved.
+        approved_destructive: versions whose destructive findings were approved.
+        pinned: version -> checksum of the approved pending files; any other pending set is
+            refused, and their findings count as approved.
 
     Raises:
         MigrationFileError, MigrationFailedBefore, MigrationChecksumError, MigrationOrderError,
+        MigrationInterrupted, MigrationMissingFiles, MigrationDestructiveChange,
+        MigrationPlanChanged, MigrationDefinerError, MigrationStatementTooLarge,
         MigrationSQLError, MigrationLockTimeout, DatabaseAuthError, TransientDatabaseError.
     """
     started = time.monotonic()
     migrations = load_migrations(folder or settings.dir)
+    allow_missing = settings.allow_missing
     report = MigrateReport()
     with connect(target, settings) as conn, migration_lock(conn, target.database, settings):
-        todo = plan(conn, migrations, settings.allow_out_of_order)
+        todo = plan(conn, migrations, settings.allow_out_of_order, allow_missing)
         report.already_applied = len(todo.applied)
+        report.missing = [r.version for r in todo.missing]
+        if not todo.pending and pinned is None:
+            report.duration_s = time.monotonic() - started
+            return report
+        checked = _checked(conn, target, settings, todo, environment_protected)
+        approved = set(approved_destructive)
+        if pinned is not None:
+            _check_pinned(checked, pinned)
+            approved |= set(pinned)
+        blocking = [(p, f) for p, f in checked.blocking if p.version not in approved]
+        if blocking:
+            raise MigrationDestructiveChange(destructive_refusal(blocking))
+        strip = settings.strip_definer
         for m in todo.pending:
-            _ = m.statements  # split every pending file before running any of them
-        for m in todo.pending:
-            applied = _apply(conn, m, target)
+            statements = prepared_statements(m, target.user, strip)
+            start = todo.resume.get(m.version, 1)
+            resuming = m.version in todo.resume
+            applied = _apply(conn, m, statements, start, resuming, target, settings)
             report.applied.append(applied)
             if on_applied is not None:
                 on_applied(applied)
@@ -617,13 +1148,17 @@ def migrate(
     return report
 
 
-# --- status and repair ------------------------------------------------------------------------
+# --- status, repair and baseline --------------------------------------------------------------
 
-State = Literal["applied", "pending", "failed", "changed"]
+State = Literal[
+    "applied", "pending", "failed", "changed", "missing", "baseline", "partial", "interrupted"
+]
 
 
 class MigrationStatus(NamedTuple):
-    """One version's state: applied, pending, failed (needs repair) or changed (file edited)."""
+    """One version's state: applied, pending, failed (needs repair), changed (file edited),
+    missing (applied, file gone), baseline (covered by a baseline), partial (started, resumes)
+    or interrupted (a DDL statement's outcome is unknown: needs repair)."""
 
     version: int
     description: str
@@ -636,17 +1171,25 @@ def compute_status(
     """Each version's state from the history rows and the files (records without a file too)."""
     files = {m.version: m for m in migrations}
     rows = {r.version: r for r in history}
+    baseline = max((r.version for r in history if r.state == "baseline"), default=None)
     out: list[MigrationStatus] = []
     for version in sorted(files.keys() | rows.keys()):
         m, r = files.get(version), rows.get(version)
         description = m.description if m else r.description if r else ""
         state: State
         if r is None:
-            state = "pending"
-        elif not r.success:
+            covered = baseline is not None and version <= baseline
+            state = "baseline" if covered else "pending"
+        elif r.state == "baseline":
+            state = "baseline"
+        elif r.state == "failed":
             state = "failed"
-        elif m is not None and m.checksum != r.checksum:
+        elif m is None:
+            state = "missing"
+        elif m.checksum != r.checksum:
             state = "changed"
+        elif r.state == "running":
+            state = "interrupted" if r.interrupted else "partial"
         else:
             state = "applied"
         out.append(MigrationStatus(version, description, state))
@@ -656,7 +1199,7 @@ def compute_status(
 def status(
     target: MysqlTarget, settings: MigrationSettings, folder: Path | None = None
 ) -> list[MigrationStatus]:
-    """Each migration's state in the database: applied, pending, failed or changed. Read-only.
+    """Each migration's state in the database (see `MigrationStatus`). Read-only.
 
     Args:
         target: the database.
@@ -671,21 +1214,76 @@ def status(
         return compute_status(read_history(conn, create=False), migrations)
 
 
-def repair(target: MysqlTarget, settings: MigrationSettings) -> list[int]:
-    """Remove failed records (under the migration lock) so their fixed files run again.
+def repair(
+    target: MysqlTarget, settings: MigrationSettings, *, mark_ran: bool = False
+) -> list[int]:
+    """Clear failed records and interrupted statements (under the migration lock).
+
+    A failed file's record is removed, so the fixed file runs again from its start. An
+    interrupted file keeps its progress: its in-flight statements run again at the next run, or
+    with `mark_ran` (someone checked that they took effect) are recorded as done.
 
     Returns:
-        The versions whose failed records were removed.
+        The versions repaired.
 
     Raises:
         MigrationLockTimeout, DatabaseAuthError, TransientDatabaseError, MigrationSQLError.
     """
     with connect(target, settings) as conn, migration_lock(conn, target.database, settings):
-        failed = [r.version for r in read_history(conn, create=False) if not r.success]
-        if failed:
-            with conn.cursor() as cur:
-                cur.execute(f"DELETE FROM {HISTORY_TABLE} WHERE success = 0")
-        return failed
+        history = read_history(conn, create=False, upgrade=True)
+        failed = [r.version for r in history if r.state == "failed"]
+        interrupted = [r for r in history if r.interrupted]
+        with conn.cursor() as cur:
+            if failed:
+                cur.execute(f"DELETE FROM {HISTORY_TABLE} WHERE state = 'failed'")
+            for r in interrupted:
+                done = r.in_flight_to if mark_ran else r.statements_done
+                _update(
+                    conn,
+                    r.version,
+                    "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL",
+                    done,
+                )
+        return sorted(failed + [r.version for r in interrupted])
+
+
+def baseline(
+    target: MysqlTarget, settings: MigrationSettings, version: int, folder: Path | None = None
+) -> HistoryRecord:
+    """Record an existing schema as migrated up to `version`: files up to it never run.
+
+    Args:
+        target: the database.
+        settings: timeouts, TLS, lock timeout.
+        version: the last version the schema already has.
+        folder: the migrations folder (default: settings.dir), for the description.
+
+    Raises:
+        MigrationBaselineError: the schema already has migration history, or version < 1.
+        MigrationLockTimeout, DatabaseAuthError, TransientDatabaseError, MigrationSQLError.
+    """
+    if version < 1:
+        raise MigrationBaselineError(f"baseline version must be 1 or more, not {version}")
+    files = {m.version: m for m in load_migrations(folder or settings.dir)}
+    with connect(target, settings) as conn, migration_lock(conn, target.database, settings):
+        history = read_history(conn, upgrade=True)
+        if history:
+            raise MigrationBaselineError(
+                f"{describe_target(target)} already has migration history ({len(history)} "
+                f"record(s), latest V{history[-1].version}); a baseline is only for a schema "
+                "that has never been migrated"
+            )
+        m = files.get(version)
+        description = f"baseline: {m.description}" if m else "baseline"
+        checksum = m.checksum if m else ""
+        with conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {HISTORY_TABLE} (version, description, checksum, applied_at, "
+                "duration_ms, success, error, state) "
+                "VALUES (%s, %s, %s, UTC_TIMESTAMP(6), 0, 1, NULL, 'baseline')",
+                (version, description[:_MAX_DESCRIPTION_CHARS], checksum),
+            )
+        return read_history(conn)[0]
 
 
 # --- waiting for the database -----------------------------------------------------------------

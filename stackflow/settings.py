@@ -291,6 +291,13 @@ class MigrationSettings(_Section):
     allow_out_of_order: bool = Field(
         False, description="Apply a new file whose version is below the latest applied."
     )
+    allow_missing: bool = Field(
+        False, description="Go on although applied migration files are gone from the folder."
+    )
+    strip_definer: bool = Field(
+        False,
+        description="Drop DEFINER= clauses naming another user, so the migration user owns the objects.",
+    )
     retries: int = Field(
         3, ge=0, le=20, description="Retries of the migrate step on transient errors."
     )

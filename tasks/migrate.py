@@ -1,12 +1,16 @@
 """The Prefect task that brings a database schema to the latest migration.
 
-Safe to retry by construction: applied files are recorded and skipped, and the run holds the
-schema's GET_LOCK. Only transient database errors (not reachable yet, connection lost, deadlock)
-are retried; a bad file, a refused password or a failed statement fail at once.
+Safe to retry by construction: applied files and statements are recorded and skipped, and the
+run holds the schema's GET_LOCK. Only transient database errors are retried: before a file
+started, or inside one while a data statement ran (it commits with its progress record, so the
+retry resumes at that statement). A connection lost while a DDL statement ran is
+`MigrationInterrupted`, never retried. A bad file, a refused password or a failed statement fail
+at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prefect import task
@@ -26,7 +30,7 @@ from stackflow.migrations import (
     migrate,
     wait_for_database,
 )
-from stackflow.settings import MigrationSettings, MysqlTarget
+from stackflow.settings import EnvironmentKind, MigrationSettings, MysqlTarget, kind_of
 
 # Matches MigrationSettings.retries' default; callers pass the setting with
 # `run_migrations.with_options(retries=settings.retries)`.
@@ -75,6 +79,9 @@ def migrations_artifact_markdown(
         ]
     else:
         lines += ["", "Nothing to apply: the schema is up to date."]
+    if report.missing:
+        gone = ", ".join(f"V{v}" for v in report.missing)
+        lines += ["", f"Applied before but gone from the migrations folder (allowed): {gone}."]
     return "\n".join(lines) + "\n"
 
 
@@ -93,14 +100,22 @@ def _cell(text: str) -> str:
     persist_result=False,
 )
 def run_migrations(
-    target: MysqlTarget, settings: MigrationSettings, environment: str = "dev"
+    target: MysqlTarget,
+    settings: MigrationSettings,
+    environment: str = "dev",
+    pinned: Mapping[int, str] | None = None,
+    protected: bool | None = None,
 ) -> MigrateReport:
     """Wait for the database, apply pending migrations, and publish a `migrations-<env>` artifact.
 
     Args:
         target: the database (its password is a SecretStr and never logged).
-        settings: migrations folder, timeouts, TLS, lock and out-of-order policy.
+        settings: migrations folder, timeouts, TLS, lock, out-of-order and missing-file policy.
         environment: the environment name, for the task run name and artifact key.
+        pinned: version -> checksum of the pending files an approval showed (from
+            `pending_plan(...).pinned`); other pending files are refused
+            (`MigrationPlanChanged`), and these files' destructive findings count as approved.
+        protected: refuse unapproved destructive changes; default: the environment is prod.
 
     Raises:
         TransientDatabaseError: retried by Prefect. Any MigrationError fails at once.
@@ -119,16 +134,27 @@ def run_migrations(
             )
 
     def on_applied(applied: AppliedMigration) -> None:
+        resumed = f", resumed at {applied.first_statement}" if applied.first_statement > 1 else ""
         logger.info(
-            "applied %s (%d statement(s)) in %.3fs",
+            "applied %s (%d statement(s)%s) in %.3fs",
             applied.filename,
             applied.statements,
+            resumed,
             applied.duration_s,
         )
 
     load_migrations(settings.dir)  # a bad file fails before any waiting
     wait_for_database(target, settings, on_attempt=on_attempt)
-    report = migrate(target, settings, on_applied=on_applied)
+    if protected is None:
+        protected = kind_of(environment) is EnvironmentKind.PROD
+    report = migrate(
+        target, settings, on_applied=on_applied, environment_protected=protected, pinned=pinned
+    )
+    if report.missing:
+        logger.warning(
+            "applied migrations whose files are gone (allowed): %s",
+            ", ".join(f"V{v}" for v in report.missing),
+        )
     logger.info(
         "migrations on %s: %d applied, %d already applied (%.2fs)",
         where,

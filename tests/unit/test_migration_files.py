@@ -207,10 +207,11 @@ def test_executable_comments_are_statements() -> None:
     ]
 
 
-def test_terminating_semicolon_goes_even_before_a_trailing_comment() -> None:
+def test_the_delimiter_ends_a_statement_and_a_trailing_comment_is_left_out() -> None:
+    # As the mysql client does: a comment after the delimiter belongs to no statement.
     assert sqls("CREATE TABLE a (id int); -- note\nINSERT INTO a VALUES (1); # hash\n") == [
-        "CREATE TABLE a (id int) -- note",
-        "INSERT INTO a VALUES (1) # hash",
+        "CREATE TABLE a (id int)",
+        "INSERT INTO a VALUES (1)",
     ]
 
 
@@ -218,12 +219,10 @@ def test_last_statement_needs_no_semicolon() -> None:
     assert sqls("SELECT 1;\nSELECT 2") == ["SELECT 1", "SELECT 2"]
 
 
-def test_delimiter_is_refused_with_a_hint() -> None:
-    with pytest.raises(MigrationFileError, match="DELIMITER is a mysql client command") as info:
-        split_statements(
-            "DELIMITER $$\nCREATE PROCEDURE p() BEGIN SELECT 1; END$$\n", source="V3__p.sql"
-        )
-    assert "V3__p.sql: line 1" in str(info.value)
+def test_delimiter_without_a_delimiter_is_refused_naming_the_line() -> None:
+    with pytest.raises(MigrationFileError, match="DELIMITER needs a delimiter") as info:
+        split_statements("SELECT 1;\nDELIMITER\n", source="V3__p.sql")
+    assert "V3__p.sql: line 2" in str(info.value)
 
 
 # --- planning ---------------------------------------------------------------------------------
@@ -297,7 +296,7 @@ def test_status_states(tmp_path: Path) -> None:
         MigrationStatus(2, "step 2", "changed"),
         MigrationStatus(3, "step 3", "failed"),
         MigrationStatus(4, "step 4", "pending"),
-        MigrationStatus(9, "step 9", "applied"),
+        MigrationStatus(9, "step 9", "missing"),
     ]
 
 
