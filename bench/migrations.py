@@ -1,9 +1,12 @@
 """Benchmark: apply 200 migrations to a real local MariaDB, then time the no-op check.
 
     .venv/bin/python bench/migrations.py [--files 200] [--noop-runs 20]
+    .venv/bin/python bench/migrations.py --split-only [--split-mb 1,8,32]
 
 Starts its own MariaDB (stackflow.localdb) in a temporary folder, prints a table, and merges
 `migrations_apply_200_s` and `migrations_noop_ms` into bench/results.json (other keys kept).
+Also times the statement splitter on dump-shaped text of growing size (MB/s should stay flat:
+the scan is linear); `--split-only` skips the database.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from stackflow.localdb import ensure_local_mariadb, stop_local_mariadb
 from stackflow.localprefect import free_port
 from stackflow.migrations import migrate
 from stackflow.settings import MigrationSettings
+from stackflow.sqlsplit import split_statements
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -40,6 +44,40 @@ def generate(folder: Path, count: int) -> None:
         else:
             sql = f"-- column {v}\nALTER TABLE item ADD COLUMN c{v} INT NULL;\n"
         (folder / f"V{v:04d}__step_{v}.sql").write_text(sql)
+
+
+_DUMP_ROWS = "INSERT INTO `item` VALUES " + ",".join(
+    f"({i},'name {i}; a \\'quoted\\' value','it''s -- not a comment',NULL)" for i in range(400)
+)
+_DUMP_ROUTINE = (
+    "DELIMITER ;;\n/*!50003 CREATE*/ /*!50017 DEFINER=CURRENT_USER*/ /*!50003 TRIGGER t_ai AFTER "
+    "INSERT ON item FOR EACH ROW BEGIN\n  IF NEW.id > 0 THEN SET @n = @n + 1; END IF;\nEND */;;\n"
+    "DELIMITER ;\n"
+)
+
+
+def dump_text(megabytes: float) -> str:
+    """mysqldump-shaped text: long multi-row INSERTs, conditional comments, a trigger per MB."""
+    block = f"/*!40000 ALTER TABLE `item` DISABLE KEYS */;\n{_DUMP_ROWS};\n"
+    per_mb = max(1, 1_000_000 // len(block))
+    return (block * per_mb + _DUMP_ROUTINE) * max(1, round(megabytes))
+
+
+def split_figures(sizes_mb: list[float]) -> list[tuple[str, str]]:
+    """Split dump text of each size (best of 3) and report seconds and MB/s."""
+    rows = []
+    for mb in sizes_mb:
+        text = dump_text(mb)
+        best = min(_time_split(text) for _ in range(3))
+        size = len(text) / 1e6
+        rows.append((f"split {size:.1f} MB dump", f"{best:.2f} s ({size / best:.1f} MB/s)"))
+    return rows
+
+
+def _time_split(text: str) -> float:
+    started = time.perf_counter()
+    split_statements(text)
+    return time.perf_counter() - started
 
 
 def merge_results(values: dict[str, float]) -> None:
@@ -63,7 +101,15 @@ def main() -> int:
     parser.add_argument(
         "--no-save", action="store_true", help="print only; leave results.json alone"
     )
+    parser.add_argument(
+        "--split-mb", default="1,8,32", help="dump sizes (MB) to time the splitter on"
+    )
+    parser.add_argument("--split-only", action="store_true", help="time only the splitter")
     args = parser.parse_args()
+    split_rows = split_figures([float(x) for x in args.split_mb.split(",") if x])
+    if args.split_only:
+        _print_table(split_rows)
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="stackflow-bench-") as tmp:
         base = Path(tmp)
@@ -96,23 +142,28 @@ def main() -> int:
 
     median = statistics.median(noop_ms)
     rows = [
+        *split_rows,
         ("local MariaDB ready (init + start)", f"{server_s:.2f} s"),
         (f"apply {args.files} migrations", f"{apply_s:.2f} s"),
         ("  per file", f"{apply_s / args.files * 1000:.1f} ms"),
         (f"no-op check, median of {args.noop_runs}", f"{median:.1f} ms"),
         ("no-op check, min / max", f"{min(noop_ms):.1f} / {max(noop_ms):.1f} ms"),
     ]
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measure':<{width}}  value")
-    print(f"{'-' * width}  {'-' * 10}")
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    _print_table(rows)
     if args.files == 200 and not args.no_save:
         merge_results(
             {"migrations_apply_200_s": round(apply_s, 3), "migrations_noop_ms": round(median, 2)}
         )
         print(f"saved to {RESULTS}")
     return 0
+
+
+def _print_table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  value")
+    print(f"{'-' * width}  {'-' * 10}")
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,18 @@ _OBJECTS = _ROUTINES | {
 }
 
 
+def _fast_re(delimiter: str) -> re.Pattern[str]:
+    """Inside a statement that needs no block tracking: whole runs of plain text at a time."""
+    d = re.escape(delimiter)
+    plain = "'\"`#/*\\-" + re.escape(delimiter[0])
+    return re.compile(
+        rf"(?P<run>[^{plain}]+)|(?P<delim>{d})|" + _TOKEN + r"|(?P<other>.)", re.DOTALL
+    )
+
+
+_DEFAULT_FAST_RE = _fast_re(";")
+
+
 def _custom_re(delimiter: str) -> re.Pattern[str]:
     d = re.escape(delimiter)
     # A word stops where the delimiter starts (END$$), as in the mysql client's byte scan.
@@ -181,7 +193,7 @@ def split_statements(sql: str, *, source: str = "<sql>") -> tuple[Statement, ...
     n = len(sql)
     pos = 0
     delimiter = ";"
-    pattern = _DEFAULT_RE
+    pattern, fast = _DEFAULT_RE, _DEFAULT_FAST_RE
     start = -1  # offset of the statement's first code token, -1 before it
     blocks = _Blocks()
     in_exec = False
@@ -213,13 +225,20 @@ def split_statements(sql: str, *, source: str = "<sql>") -> tuple[Statement, ...
                         "DELIMITER ;; or DELIMITER $$"
                     )
                 delimiter = new
-                pattern = _DEFAULT_RE if new == ";" else _custom_re(new)
+                if new == ";":
+                    pattern, fast = _DEFAULT_RE, _DEFAULT_FAST_RE
+                else:
+                    pattern, fast = _custom_re(new), _fast_re(new)
                 pos = line_starts_at = cmd.end()
                 continue
-        m = pattern.match(sql, pos)
+        skim = start >= 0 and (delimiter != ";" or blocks.kind == "plain")
+        m = (fast if skim else pattern).match(sql, pos)
         assert m is not None  # the last alternative matches any character
         kind = m.lastgroup
         end = m.end()
+        if kind == "run":
+            pos = end
+            continue
         if kind == "ws":
             if pos == line_starts_at or "\n" in m[0]:
                 line_starts_at = end  # a DELIMITER command may follow on this line
