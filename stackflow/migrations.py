@@ -1064,20 +1064,25 @@ def _apply(
     return AppliedMigration(m.version, m.description, m.filename, len(statements), duration, start)
 
 
-def _check_pinned(report: MigrationPlanReport, pinned: Mapping[int, str]) -> None:
-    now = report.pinned
+def _check_pinned(todo: Plan, pinned: Mapping[int, str]) -> None:
+    """Refuse unless every pending file was approved as it is now.
+
+    An approved file that is no longer pending is fine only if it was applied with the approved
+    checksum (an earlier attempt of the same run applied it).
+    """
+    now = {m.version: m for m in todo.pending}
+    applied = {r.version: r.checksum for r in todo.applied}
     added = sorted(now.keys() - pinned.keys())
-    gone = sorted(pinned.keys() - now.keys())
-    changed = sorted(v for v in now.keys() & pinned.keys() if now[v] != pinned[v])
-    if added or gone or changed:
-        names = {p.version: p.name for p in report.pending}
-        parts = []
-        if added:
-            parts.append("added since approval: " + ", ".join(names[v] for v in added))
-        if gone:
-            parts.append("approved but no longer pending: " + ", ".join(f"V{v}" for v in gone))
-        if changed:
-            parts.append("changed since approval: " + ", ".join(names[v] for v in changed))
+    changed = sorted(v for v in now.keys() & pinned.keys() if now[v].checksum != pinned[v])
+    gone = sorted(v for v in pinned.keys() - now.keys() if applied.get(v) != pinned[v])
+    parts = []
+    if added:
+        parts.append("added since approval: " + ", ".join(now[v].filename for v in added))
+    if changed:
+        parts.append("changed since approval: " + ", ".join(now[v].filename for v in changed))
+    if gone:
+        parts.append("approved but no longer pending: " + ", ".join(f"V{v}" for v in gone))
+    if parts:
         raise MigrationPlanChanged(
             "the pending migrations are not the ones approved (" + "; ".join(parts) + "); "
             "preview and approve again"
@@ -1124,14 +1129,14 @@ def migrate(
         todo = plan(conn, migrations, settings.allow_out_of_order, allow_missing)
         report.already_applied = len(todo.applied)
         report.missing = [r.version for r in todo.missing]
-        if not todo.pending and pinned is None:
+        approved = set(approved_destructive)
+        if pinned is not None:
+            _check_pinned(todo, pinned)
+            approved |= set(pinned)
+        if not todo.pending:
             report.duration_s = time.monotonic() - started
             return report
         checked = _checked(conn, target, settings, todo, environment_protected)
-        approved = set(approved_destructive)
-        if pinned is not None:
-            _check_pinned(checked, pinned)
-            approved |= set(pinned)
         blocking = [(p, f) for p, f in checked.blocking if p.version not in approved]
         if blocking:
             raise MigrationDestructiveChange(destructive_refusal(blocking))

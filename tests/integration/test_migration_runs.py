@@ -37,28 +37,11 @@ from stackflow.migrations import (
     repair,
     status,
 )
-from stackflow.settings import MigrationSettings, MysqlTarget, get_settings
+from stackflow.settings import MysqlTarget, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
+from tests.integration.migration_support import query, settings, write
 
 pytestmark = pytest.mark.integration
-
-
-def settings(**overrides: Any) -> MigrationSettings:
-    values: dict[str, Any] = {"wait_timeout_s": 20, "connect_timeout_s": 2, "lock_timeout_s": 30}
-    return MigrationSettings(**(values | overrides))
-
-
-def write(folder: Path, name: str, sql: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(sql)
-    return path
-
-
-def query(target: MysqlTarget, sql: str) -> list[tuple[Any, ...]]:
-    with connect(target, settings()) as conn, conn.cursor() as cur:
-        cur.execute(sql)
-        return list(cur.fetchall())
 
 
 def tables(target: MysqlTarget) -> set[str]:
@@ -481,8 +464,17 @@ def test_pinned_checksums_approve_findings_and_refuse_anything_else(
         return run_migrations(fresh_schema, mig, "prod", pinned=plan.pinned)
 
     report = approved_run()
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)  # sent now, not retried at exit
     assert [a.version for a in report.applied] == [1, 2]
     assert query(fresh_schema, "SELECT COUNT(*) FROM t") == [(0,)]
+    # A retry of the same approved run finds the files applied as approved: nothing to do.
+    assert migrate(fresh_schema, mig, pinned=plan.pinned).applied == []
+    write(folder, "V4__more.sql", "SELECT 1;")
+    with pytest.raises(MigrationPlanChanged, match=r"changed since approval: V4__more.sql"):
+        migrate(fresh_schema, mig, pinned=plan.pinned | {4: "0" * 64})
+    assert [r.version for r in status(fresh_schema, mig) if r.state == "applied"] == [1, 2]
 
 
 # --- limits and the older history table ------------------------------------------------------

@@ -34,7 +34,6 @@ from stackflow.migrations import (
     HISTORY_TABLE,
     MigrateReport,
     WaitAttempt,
-    connect,
     lock_name,
     migrate,
     repair,
@@ -43,20 +42,9 @@ from stackflow.migrations import (
 )
 from stackflow.settings import MigrationSettings, MysqlTarget, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
+from tests.integration.migration_support import query, settings, write
 
 pytestmark = pytest.mark.integration
-
-
-def settings(**overrides: Any) -> MigrationSettings:
-    values: dict[str, Any] = {"wait_timeout_s": 20, "connect_timeout_s": 2, "lock_timeout_s": 30}
-    return MigrationSettings(**(values | overrides))
-
-
-def write(folder: Path, name: str, sql: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(sql)
-    return path
 
 
 @pytest.fixture
@@ -71,12 +59,6 @@ def three(tmp_path: Path) -> Path:
     write(folder, "V002__add_red.sql", "INSERT INTO color VALUES (1, 'red');")
     write(folder, "V003__create_shape.sql", "-- shapes\nCREATE TABLE shape (id INT PRIMARY KEY);\n")
     return folder
-
-
-def query(target: MysqlTarget, sql: str) -> list[tuple[Any, ...]]:
-    with connect(target, settings()) as conn, conn.cursor() as cur:
-        cur.execute(sql)
-        return list(cur.fetchall())
 
 
 def history(target: MysqlTarget) -> list[tuple[Any, ...]]:

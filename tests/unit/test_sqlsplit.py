@@ -124,7 +124,7 @@ def test_splitting_time_grows_linearly() -> None:
         assert count == 3 * copies
         return min(times)
 
-    small, large = best(1_500), best(12_000)
+    small, large = best(1_000), best(8_000)
     # 8x the text: linear is ~8x, quadratic would be ~64x; the bound leaves room for noise.
     assert large / small < 24, (small, large)
 

@@ -1,0 +1,30 @@
+"""Helpers shared by the migration tests: quick settings, writing a file, one query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stackflow.migrations import connect
+from stackflow.settings import MigrationSettings, MysqlTarget
+
+
+def settings(**overrides: Any) -> MigrationSettings:
+    """Migration settings with short waits, for tests."""
+    values: dict[str, Any] = {"wait_timeout_s": 20, "connect_timeout_s": 2, "lock_timeout_s": 30}
+    return MigrationSettings(**(values | overrides))
+
+
+def write(folder: Path, name: str, sql: str) -> Path:
+    """Write one migration file (making the folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(sql)
+    return path
+
+
+def query(target: MysqlTarget, sql: str) -> list[tuple[Any, ...]]:
+    """Run one statement on the schema and return its rows."""
+    with connect(target, settings()) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return list(cur.fetchall())
