@@ -987,12 +987,15 @@ class _Progress:
 def _run_units(
     control: MysqlConnection,
     cur: pymysql.cursors.Cursor,
+    database: str,
     m: Migration,
     statements: Sequence[Statement],
     start: int,
     progress: _Progress,
 ) -> None:
     by_number = {s.number: s for s in statements}
+    # Qualified: the file may have switched the session to another database (USE).
+    record = f"UPDATE `{database}`.{HISTORY_TABLE} SET statements_done = %s WHERE version = %s"
     for st in _session_replay(statements, start):
         progress.current = st
         cur.execute(st.sql)
@@ -1000,14 +1003,13 @@ def _run_units(
         if unit.last < start:
             continue
         if unit.atomic:
-            # The statement and its progress record commit together, or neither does.
-            progress.current = by_number[unit.first]
-            cur.execute("START TRANSACTION")
-            cur.execute(progress.current.sql)
-            cur.execute(
-                f"UPDATE {HISTORY_TABLE} SET statements_done = %s WHERE version = %s",
-                (unit.last, m.version),
-            )
+            progress.current = st = by_number[unit.first]
+            session = statement_kind(st) == "session"  # replayed on resume; no transaction
+            if not session:
+                # The statement and its progress record commit together, or neither does.
+                cur.execute("START TRANSACTION")
+            cur.execute(st.sql)
+            cur.execute(record, (unit.last, m.version))
             cur.execute("COMMIT")
             continue
         _update(control, m.version, "in_flight_from = %s, in_flight_to = %s", unit.first, unit.last)
@@ -1016,13 +1018,13 @@ def _run_units(
             progress.current = by_number[number]
             cur.execute(progress.current.sql)
         cur.execute("COMMIT")  # in case the file turned autocommit off
-        progress.in_flight = None
         _update(
             control,
             m.version,
             "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL",
             unit.last,
         )
+        progress.in_flight = None  # only once recorded: until then the marker stands
     cur.execute("COMMIT")
 
 
@@ -1044,7 +1046,8 @@ def _apply(
     try:
         with connect(target, settings) as conn, conn.cursor() as cur:
             try:
-                _run_units(control, cur, m, statements, start, progress)
+                database = target.database.replace("`", "``")
+                _run_units(control, cur, database, m, statements, start, progress)
             except (pymysql.err.MySQLError, OSError) as exc:
                 failure = exc  # handled below, with its server code, after the session closes
     except TransientDatabaseError as exc:

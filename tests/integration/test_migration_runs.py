@@ -172,9 +172,18 @@ def test_each_file_runs_in_a_fresh_session(fresh_schema: MysqlTarget, tmp_path: 
         "V2__use.sql",
         'CREATE TABLE seen (v INT, s VARCHAR(9));\nINSERT INTO seen VALUES (@leak, "dq");\n',
     )
-    migrate(fresh_schema, settings(), folder)
+    # Session statements that refuse to run inside a transaction, and a switch of database.
+    write(
+        folder,
+        "V3__session.sql",
+        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;\nUSE information_schema;\n"
+        "SELECT COUNT(*) FROM TABLES;\n",
+    )
+    report = migrate(fresh_schema, settings(), folder)
+    assert [(a.version, a.statements) for a in report.applied] == [(1, 2), (2, 2), (3, 3)]
     # Without V1's session: @leak is NULL and "dq" is a string, not an identifier.
     assert query(fresh_schema, "SELECT v, s FROM seen") == [(None, "dq")]
+    assert progress(fresh_schema)[-1] == (3, "applied", 3, None)
 
 
 def test_a_foreign_definer_is_refused_before_anything_runs_then_stripped(
