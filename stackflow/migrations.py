@@ -182,11 +182,11 @@ def statement_kind(st: Statement) -> StatementKind:
     word = st.keyword
     if word == "SET":
         rest = st.sql.upper()
-        global_like = re.search(r"^\W*(?:/\*!\d*\s*)?SET\s+(GLOBAL|PASSWORD|DEFAULT|ROLE)\b", rest)
+        global_like = re.match(r"(?:\s|/\*!\d*)*SET\s+(GLOBAL|PASSWORD|DEFAULT|ROLE)\b", rest)
         return "ddl" if global_like else "session"
     if word in _DATA:
         return "data"
-    if word == "LOCK" or word == "START" or word == "XA":
+    if word in ("LOCK", "START"):
         return "open"
     if word == "BEGIN":
         return "ddl" if re.search(r"^\W*BEGIN\s+NOT\b", st.sql.upper()) else "open"

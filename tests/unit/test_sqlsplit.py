@@ -133,7 +133,7 @@ def test_statement_kinds_and_units_of_a_dump() -> None:
     statements = split_statements(
         "/*!40101 SET NAMES utf8mb4 */;\nCREATE TABLE t (a INT);\nLOCK TABLES t WRITE;\n"
         "INSERT INTO t VALUES (1);\nUNLOCK TABLES;\nINSERT INTO t VALUES (2);\n"
-        "START TRANSACTION;\nDELETE FROM t WHERE a = 1;\nCOMMIT;\nSET GLOBAL x = 1;\n"
+        "START TRANSACTION;\nDELETE FROM t WHERE a = 1;\nCOMMIT;\n/*!40101 SET GLOBAL x = 1 */;\n"
     )
     kinds = [statement_kind(s) for s in statements]
     assert kinds == [
