@@ -44,6 +44,14 @@ from tests.integration.migration_support import query, settings, write
 pytestmark = pytest.mark.integration
 
 
+def abc(tmp_path: Path) -> Path:
+    """V1..V3, each creating one table: a, b, c."""
+    folder = tmp_path / "m"
+    for version, name in enumerate("abc", 1):
+        write(folder, f"V{version}__{name}.sql", f"CREATE TABLE {name} (id INT);")
+    return folder
+
+
 def tables(target: MysqlTarget) -> set[str]:
     rows = query(
         target,
@@ -340,12 +348,12 @@ def test_repair_mark_ran_records_an_interrupted_statement_as_done(
 def test_an_applied_file_gone_from_the_folder_is_reported_and_refused_unless_allowed(
     fresh_schema: MysqlTarget, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "m"
-    write(folder, "V1__a.sql", "CREATE TABLE a (id INT);")
-    gone = write(folder, "V2__b.sql", "CREATE TABLE b (id INT);")
+    folder = abc(tmp_path)
+    third = (folder / "V3__c.sql").read_text()
+    (folder / "V3__c.sql").unlink()
     migrate(fresh_schema, settings(), folder)
-    gone.unlink()
-    write(folder, "V3__c.sql", "CREATE TABLE c (id INT);")
+    (folder / "V2__b.sql").unlink()
+    write(folder, "V3__c.sql", third)
     with pytest.raises(MigrationMissingFiles) as info:
         migrate(fresh_schema, settings(), folder)
     message = str(info.value)
@@ -386,10 +394,7 @@ def test_dry_run_prints_the_statements_and_creates_nothing(
 def test_baseline_records_an_existing_schema_once(
     fresh_schema: MysqlTarget, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "m"
-    write(folder, "V1__a.sql", "CREATE TABLE a (id INT);")
-    write(folder, "V2__b.sql", "CREATE TABLE b (id INT);")
-    write(folder, "V3__c.sql", "CREATE TABLE c (id INT);")
+    folder = abc(tmp_path)
     query(fresh_schema, "CREATE TABLE a (id INT)")  # the schema as it was built by hand
     query(fresh_schema, "CREATE TABLE b (id INT)")
     code, out, err = cli(fresh_schema, "--baseline", "2", "--dir", str(folder))
@@ -522,10 +527,7 @@ def test_a_history_table_from_the_first_release_is_upgraded_in_place(
 ) -> None:
     from stackflow.migrations import load_migrations
 
-    folder = tmp_path / "m"
-    write(folder, "V1__a.sql", "CREATE TABLE a (id INT);")
-    write(folder, "V2__b.sql", "CREATE TABLE b (id INT);")
-    write(folder, "V3__c.sql", "CREATE TABLE c (id INT);")
+    folder = abc(tmp_path)
     files = load_migrations(folder)
     query(fresh_schema, _FIRST_RELEASE_DDL)
     query(fresh_schema, "CREATE TABLE a (id INT)")
