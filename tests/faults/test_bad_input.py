@@ -50,6 +50,11 @@ WRONG_PASSWORD = "Wrong-Db-Password-7d1e"
 URL_PASSWORD = "UrlPassword-c0ffee"
 
 # Migration folders by name: file name -> text.
+# The project's first migration as the environment applied it (same checksum), for folders that
+# must not read as "an applied file is missing"
+V001 = (
+    Path(__file__).resolve().parents[2] / "migrations" / "V001__create_hello_pulumi.sql"
+).read_text()
 FOLDERS: dict[str, dict[str, str]] = {
     "malformed": {
         "V001__create_hello_pulumi.sql": "CREATE TABLE hello (id INT);\n",
@@ -61,8 +66,9 @@ FOLDERS: dict[str, dict[str, str]] = {
     },
     "empty": {},
     "comments_only": {"V002__nothing.sql": "-- TODO\n/* later */\n"},
-    "delimiter": {
-        "V002__proc.sql": "DELIMITER //\nCREATE PROCEDURE p() BEGIN SELECT 1; END//\n",
+    "unterminated": {
+        "V001__create_hello_pulumi.sql": V001,
+        "V002__proc.sql": "INSERT INTO hello VALUES ('oops);\n",
     },
     "readme_only": {"README.md": "migrations go here\n"},
 }
@@ -417,11 +423,11 @@ CASES = [
         folder="comments_only",
     ),
     Case(
-        "migration-delimiter",
+        "migration-unterminated-string",
         ("migrate",),
         2,
-        r"V002__proc\.sql: line 1: DELIMITER is a mysql client command",
-        folder="delimiter",
+        r"V002__proc\.sql: line 1: unterminated string",
+        folder="unterminated",
     ),
     Case(
         "up-with-duplicate-migration",
