@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+from prefect.exceptions import ObjectAlreadyExists
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -136,7 +137,12 @@ def stack_slot(
     holders = state_dir / "holders"
     holders.mkdir(parents=True, exist_ok=True)
     holder = holders / f"{name}.json"
-    with get_client(sync_client=True) as client, _SLOT_WRITES:
+    # Prefect's upsert reads, then creates: another process may create the limit in between.
+    with (
+        get_client(sync_client=True) as client,
+        _SLOT_WRITES,
+        contextlib.suppress(ObjectAlreadyExists),
+    ):
         client.upsert_global_concurrency_limit_by_name(name, limit=1)
     with contextlib.ExitStack() as stack_ctx:
         with open(holders / f"{name}.lock", "a+") as guard:

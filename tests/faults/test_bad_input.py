@@ -384,7 +384,8 @@ CASES = [
         "migration-malformed-name",
         ("migrate",),
         2,
-        r"V2-add-index\.sql: malformed migration file name; accepted: V<version>__<description>\.sql",
+        r"V2-add-index\.sql: malformed migration file name \(versions are ASCII digits 0-9\); "
+        r"accepted: V<version>__<description>\.sql",
         folder="malformed",
     ),
     Case(

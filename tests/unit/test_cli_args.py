@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from flows.run import build_parser, main
@@ -9,6 +12,20 @@ from stackflow import exits
 from stackflow.graph import GRAPH
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _restored_environment() -> Iterator[None]:
+    """main() writes --env and --cloud into os.environ (the flows read them there): restore them
+    after each test, so a refused name never leaks into later tests of the same worker."""
+    names = ("STACKFLOW_ENVIRONMENT", "STACKFLOW_CLOUD")
+    before = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

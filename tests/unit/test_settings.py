@@ -200,7 +200,7 @@ def test_the_readme_table_is_the_generated_one() -> None:
     for name, default, description in settings_table():
         row = f"| `{name}` | {f'`{default}`' if default else ''} | {description} |"
         assert row in readme, (
-            f"README's settings table is stale at {name}: run scripts/settings_table.py"
+            f"README's settings table is stale at {name}: run scripts/settings_table.py --write"
         )
 
 
