@@ -189,6 +189,7 @@ class ResourceEvent:
 
 OutputListener = Callable[[str], None]
 EventListener = Callable[[ResourceEvent], None]
+DeclaredListener = Callable[[int], None]
 
 
 def _ignore(_: object) -> None:
@@ -202,6 +203,7 @@ class Listener:
     on_output: OutputListener = _ignore
     on_event: EventListener = _ignore
     redactor: Redactor = field(default_factory=Redactor)
+    on_declared: DeclaredListener = _ignore  # how many resources the program declared
 
     def line(self, text: str) -> None:
         for part in text.splitlines() or [""]:
@@ -209,6 +211,9 @@ class Listener:
 
     def event(self, event: ResourceEvent) -> None:
         self.on_event(event)
+
+    def declared(self, count: int) -> None:
+        self.on_declared(count)
 
 
 @runtime_checkable
@@ -223,11 +228,13 @@ class Engine(Protocol):
         spec: StackSpec,
         listener: Listener,
         plan: Path | None = None,
+        refresh: bool = False,
     ) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack.
 
         `plan`: a preview saves Pulumi's update plan there; an up applies under that plan and
-        stops if the stack would do anything the plan does not allow.
+        stops if the stack would do anything the plan does not allow (PlanChanged).
+        `refresh`: a preview reads the cloud first (a drifted stack), as its up will.
 
         Raises:
             TransientStackError: worth retrying (lock held, throttled, network).
@@ -251,8 +258,12 @@ class Engine(Protocol):
         """
         ...
 
-    def cancel(self, spec: StackSpec) -> None:
-        """Stop the operation running on this stack, if any."""
+    def cancel(self, spec: StackSpec, interrupt: bool = True) -> None:
+        """Stop the operation running on this stack, if any.
+
+        `interrupt=False`: the engine's processes already got the interrupt (a terminal's Ctrl-C
+        reaches the whole foreground process group); only record that it was asked for.
+        """
         ...
 
     def remove(self, spec: StackSpec) -> None:
