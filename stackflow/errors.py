@@ -53,6 +53,10 @@ class OperationCancelled(StackError):
     """A stack operation was cancelled before it finished."""
 
 
+class PlanChanged(PermanentStackError):
+    """What an approval covered no longer matches what the stack would do: it changed meanwhile."""
+
+
 class MissingOutputError(StackError, KeyError):
     """A stack's outputs lack a key that a downstream stack or step needs."""
 

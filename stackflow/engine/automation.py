@@ -45,6 +45,7 @@ from stackflow.engine.errors import classify as classify
 from stackflow.engine.errors import error_detail as _detail
 from stackflow.engine.errors import is_lock_conflict as _is_lock_conflict
 from stackflow.engine.errors import is_transient_error as is_transient_error
+from stackflow.engine.errors import scrub_plan_violation
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
@@ -98,16 +99,30 @@ def declared_exports(program: ProgramFn) -> Mapping[str, Any]:
         return program()
 
 
-def pulumi_program(program: ProgramFn) -> auto.PulumiFn:
+def pulumi_program(
+    program: ProgramFn, on_declared: Callable[[int], None] | None = None
+) -> auto.PulumiFn:
     """The inline Pulumi program for `program`: declares its resources and exports what it returns.
 
     Args:
         program: a plain program function returning its exports (name -> Output or value).
+        on_declared: called with the number of resources the program declared (the live view's
+            "done/total"); resources declared later, inside an `apply`, are not counted.
     """
 
     def declare() -> None:
+        declared = 0
+
+        def count(_: pulumi.ResourceTransformationArgs) -> None:
+            nonlocal declared
+            declared += 1  # called once per resource as it is constructed; changes nothing
+
+        if on_declared is not None:
+            pulumi.runtime.register_stack_transformation(count)
         for key, value in declared_exports(program).items():
             pulumi.export(key, value)
+        if on_declared is not None:
+            on_declared(declared)
 
     return declare
 
@@ -584,11 +599,14 @@ class AutomationEngine:
         spec: StackSpec,
         listener: Listener,
         plan: Path | None = None,
+        refresh: bool = False,
     ) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack through the Pulumi CLI.
 
         `plan`: a preview saves Pulumi's update plan to this file; an up applies under it, and
-        Pulumi stops the update if the stack would do anything the plan does not allow.
+        Pulumi stops the update if the stack would do anything the plan does not allow
+        (PlanChanged). `refresh`: a preview reads the cloud first, as the up of a drifted stack
+        will.
 
         Raises:
             EngineUnavailable: the Pulumi CLI is missing or too old.
@@ -598,11 +616,19 @@ class AutomationEngine:
         """
         self._teach(spec, listener)
         return self._call(
-            spec, listener.redactor, lambda: self._run(operation, spec, listener, plan), run=True
+            spec,
+            listener.redactor,
+            lambda: self._run(operation, spec, listener, plan, refresh),
+            run=True,
         )
 
     def _run(
-        self, operation: Operation, spec: StackSpec, listener: Listener, plan: Path | None
+        self,
+        operation: Operation,
+        spec: StackSpec,
+        listener: Listener,
+        plan: Path | None,
+        refresh: bool,
     ) -> OperationResult:
         watch = Stopwatch()
         stack = self._stack(spec, create=True)
@@ -613,7 +639,7 @@ class AutomationEngine:
             f"(backend {self.backend_url})"
         )
         stack.set_all_config(self._config(spec))
-        program = pulumi_program(spec.program)
+        program = pulumi_program(spec.program, listener.declared)
 
         planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
 
@@ -631,8 +657,11 @@ class AutomationEngine:
                 ):  # the create-replacement step carries the diff; delete-replaced does not
                     planned[change.urn] = change
 
+        def on_output(line: str) -> None:
+            listener.line(scrub_plan_violation(line))  # a plan violation prints secret values
+
         common: dict[str, Any] = {
-            "on_output": listener.line,
+            "on_output": on_output,
             "on_event": on_event,
             "program": program,
         }
@@ -645,7 +674,9 @@ class AutomationEngine:
                 changes = _counts(up.summary.resource_changes)
                 outputs = self._outputs(up.outputs, listener)
             elif operation is Operation.PREVIEW:
-                preview = stack.preview(**common, plan=str(plan) if plan else None)
+                preview = stack.preview(
+                    **common, plan=str(plan) if plan else None, refresh=refresh or None
+                )
                 changes = _counts(preview.change_summary)
             elif operation is Operation.REFRESH:
                 changes = _counts(stack.refresh(**common).summary.resource_changes)
@@ -776,12 +807,14 @@ class AutomationEngine:
             removed = True
         return removed
 
-    def cancel(self, spec: StackSpec) -> None:
+    def cancel(self, spec: StackSpec, interrupt: bool = True) -> None:
         """Stop the operation running on this stack, if any; `run` then raises OperationCancelled.
 
         Pulumi Cloud: `pulumi cancel`. Self-managed backends: there `pulumi cancel` would only delete
         the lock of our own live update (stopping nothing), so our `pulumi` child is interrupted
-        instead (SIGINT: the CLI's graceful cancel; Linux).
+        instead (SIGINT: the CLI's graceful cancel; Linux). `interrupt=False`: a terminal's Ctrl-C
+        already reached our `pulumi` children (a second SIGINT would make Pulumi stop at once,
+        without finishing the operations in flight), so it is only recorded.
 
         Raises:
             TransientStackError, PermanentStackError: the cancel itself failed.
@@ -791,6 +824,8 @@ class AutomationEngine:
             if stack is None:
                 return
             self._cancelled.add(spec.label)
+        if not interrupt:
+            return
         if not self._cloud:
             for pid in _local_cli_processes(stack.name):
                 with contextlib.suppress(ProcessLookupError):

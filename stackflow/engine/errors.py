@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import pulumi.automation as auto
 
-from stackflow.errors import PermanentStackError, StackError, TransientStackError
+from stackflow.errors import PermanentStackError, PlanChanged, StackError, TransientStackError
 from stackflow.redact import Redactor
 
 _MAX_DETAIL_LINES = 20
@@ -273,6 +273,33 @@ _NETWORK = _Rule(
     ),
     types=(ConnectionError, TimeoutError),
 )
+# An `up` under a saved update plan met something the plan does not allow; Pulumi's three
+# phrasings (pkg/resource/deploy: a resource's inputs, dependencies or options; a step of another
+# kind; a planned step that never came). Resources before it in the update were applied.
+PLAN_CHANGED = "plan-changed"
+_PLAN_VIOLATION = _Rule(
+    PLAN_CHANGED,
+    False,
+    "the stack would do something its approved update plan does not allow (it or what it reads "
+    "changed since the preview); resources before it in the update were applied",
+    markers=("violates plan:", "is not allowed by the plan:", "but none were seen"),
+)
+# Pulumi prints both values of every property that differs from the plan, secrets included:
+# only the property names are kept (`~~desiredCount[{2}!={3}]` -> `desiredCount`).
+_PLAN_PROPERTIES = re.compile(r"(properties changed: )([^\n]*)")
+_PLAN_KEY = re.compile(r"(?:^|, )[~=+\-]{2}([A-Za-z_$][\w$]*)")
+
+
+def scrub_plan_violation(text: str) -> str:
+    """`text` with the values of a plan violation's changed properties left out (names kept)."""
+    if "properties changed: " not in text:
+        return text
+    return _PLAN_PROPERTIES.sub(
+        lambda m: m[1] + ", ".join(dict.fromkeys(_PLAN_KEY.findall(m[2]))) + " (values not shown)",
+        text,
+    )
+
+
 UNKNOWN = Diagnosis("unknown", False, "the Pulumi CLI failed")
 
 # First match wins. The lock comes first (nothing else runs while it is held); then what stops the
@@ -283,6 +310,7 @@ _CHECKS: tuple[Callable[[BaseException, str], Diagnosis | None], ...] = (
     _PASSPHRASE,
     _plugin_missing,
     _plugin_crashed,
+    _PLAN_VIOLATION,
     _aws,
     _AWS_NO_CREDENTIALS,
     _CONFIG,
@@ -349,6 +377,8 @@ def classify(exc: BaseException, stack_label: str, redactor: Redactor) -> StackE
     if isinstance(exc, StackError):
         return exc
     diagnosis = diagnose(exc)
-    message = redactor(f"{diagnosis.reason}: {error_detail(exc)}")
+    message = redactor(scrub_plan_violation(f"{diagnosis.reason}: {error_detail(exc)}"))
+    if diagnosis.category == PLAN_CHANGED:
+        return PlanChanged(stack_label, message)
     kind = TransientStackError if diagnosis.transient else PermanentStackError
     return kind(stack_label, message)
