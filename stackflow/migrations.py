@@ -881,6 +881,40 @@ def pending_plan(
         return _checked(conn, target, settings, todo, environment_protected)
 
 
+def offline_plan(
+    settings: MigrationSettings,
+    environment_protected: bool,
+    user: str,
+    folder: Path | None = None,
+) -> MigrationPlanReport:
+    """What `migrate` would do on a database that does not exist yet: every file, in order.
+
+    Reads only the folder; a narrowing MODIFY cannot be judged without a live schema (the other
+    findings can).
+
+    Raises:
+        MigrationFileError, MigrationDefinerError.
+    """
+    migrations = load_migrations(folder or settings.dir)
+    pending = []
+    for m in migrations:
+        statements = prepared_statements(m, user, settings.strip_definer)
+        findings = lint_statements(list(statements), m.destructive_ok is not None, None)
+        pending.append(
+            PendingMigration(
+                m.version,
+                m.filename,
+                m.description,
+                m.checksum,
+                [s.sql for s in statements],
+                findings,
+            )
+        )
+    return MigrationPlanReport(
+        "(database not deployed yet)", pending, 0, [], None, environment_protected
+    )
+
+
 # --- migrate ----------------------------------------------------------------------------------
 
 

@@ -303,6 +303,25 @@ class MigrationSettings(_Section):
     )
 
 
+class ApprovalSettings(_Section):
+    """The approval gate: `up` of a protected environment waits for someone to approve its plan."""
+
+    model_config = SettingsConfigDict(env_prefix=f"{ENV_PREFIX}APPROVAL_")
+
+    required: bool | None = Field(
+        None,
+        description="Pause every `up` for approval of its plan (stacks and migrations). Default "
+        "from the profile (prod: on).",
+    )
+    timeout_s: int = Field(
+        3600,
+        ge=30,
+        le=7 * 24 * 3600,
+        description="How long a run waits for a decision before it ends, nothing applied "
+        "(seconds, 30 s to 7 days).",
+    )
+
+
 class LocalCloudSettings(_Section):
     """The local cloud: moto's AWS server on loopback behind the project's own provider plugins."""
 
@@ -452,6 +471,7 @@ class Settings(_Section):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     app: AppSettings = Field(default_factory=AppSettings)
     migrations: MigrationSettings = Field(default_factory=MigrationSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
 
     @field_validator("environment")
@@ -550,6 +570,14 @@ class Settings(_Section):
         )
 
     @property
+    def approval_required(self) -> bool:
+        """Whether `up` waits for an approval of its plan (STACKFLOW_APPROVAL_REQUIRED, else the
+        profile: prod)."""
+        if self.approval.required is not None:
+            return self.approval.required
+        return self.profile.protected
+
+    @property
     def resolved_backend_url(self) -> str:
         """The Pulumi backend: explicit, else a file backend per cloud in the state folder."""
         if self.backend_url:
@@ -614,6 +642,7 @@ _SECTION_PREFIX: dict[str, type[_Section]] = {
     "database": DatabaseSettings,
     "app": AppSettings,
     "migrations": MigrationSettings,
+    "approval": ApprovalSettings,
     "localcloud": LocalCloudSettings,
 }
 

@@ -1,0 +1,285 @@
+"""The combined plan an approval covers: per stack, what Pulumi would change (property by property),
+and the pending migrations with their destructive-change findings.
+
+Pure data and its three renderings (markdown for the Prefect artifact and the approval form, lines
+for the terminal, a dict for `--json` and events), so every place shows the same plan. What binds
+the approval to what is applied is kept beside it: each stack's saved Pulumi update plan and the
+fingerprint of its inputs, and the pending files' checksums.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackflow.engine.base import ChangeCounts, ResourceChange
+from stackflow.migrations import MigrationPlanReport
+
+_SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
+STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """One stack in the plan.
+
+    `status`: "changes" (the preview found some), "no changes" (it found none) or "unchanged"
+    (skipped by fingerprint: its inputs are those of its last successful up, nothing previewed).
+    """
+
+    node: str
+    status: str
+    changes: ChangeCounts = field(default_factory=ChangeCounts)
+    resources: tuple[ResourceChange, ...] = ()
+    plan_file: Path | None = None  # Pulumi's update plan, saved by the preview
+    fingerprint: str = ""  # the stack's inputs when it was previewed
+    note: str = ""
+
+    def allows(self, change: ResourceChange) -> bool:
+        """Whether `change` is one this plan shows: the same resource, the same change (or an
+        update where a replace was planned, as Pulumi allows), and only properties it names."""
+        planned = next((r for r in self.resources if r.urn == change.urn), None)
+        if planned is None:
+            return False
+        if change.change != planned.change and (change.change, planned.change) != (
+            "update",
+            "replace",
+        ):
+            return False
+        names = {p.name for p in planned.properties}
+        return all(p.name in names for p in change.properties)
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    """What an approval covers, and what binds it to what is then applied."""
+
+    environment: str
+    target: str  # "local cloud" or "AWS"
+    stacks: tuple[StackPlan, ...]
+    migrations: MigrationPlanReport | None = None
+    migrations_note: str = ""  # why there is no migration plan, when there is none
+    round: int = 1  # 2 and up: asked again after something changed
+    why_again: str = ""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to change and nothing to migrate: no approval is needed."""
+        return not any(s.changes.changed for s in self.stacks) and not (
+            self.migrations and self.migrations.pending
+        )
+
+    @property
+    def pinned(self) -> dict[int, str]:
+        """version -> checksum of the migration files approved."""
+        return self.migrations.pinned if self.migrations else {}
+
+    def stack(self, node: str) -> StackPlan | None:
+        return next((s for s in self.stacks if s.node == node), None)
+
+    # -- renderings --
+
+    def as_dict(self) -> dict[str, Any]:
+        migrations = self.migrations
+        return {
+            "environment": self.environment,
+            "target": self.target,
+            "round": self.round,
+            "why_again": self.why_again,
+            "stacks": [
+                {
+                    "stack": s.node,
+                    "status": s.status,
+                    "changes": s.changes.as_dict(),
+                    "resources": [r.as_dict() for r in s.resources],
+                    "note": s.note,
+                }
+                for s in self.stacks
+            ],
+            "migrations": None
+            if migrations is None
+            else {
+                "database": migrations.database,
+                "already_applied": migrations.already_applied,
+                "pending": [
+                    {
+                        "version": p.version,
+                        "file": p.name,
+                        "checksum": p.checksum,
+                        "statements": len(p.statements),
+                        "findings": [
+                            {
+                                "finding": f.describe(),
+                                "allowed": f.allowed,
+                                "sql": _one_line(f.text),
+                            }
+                            for f in p.findings
+                        ],
+                    }
+                    for p in migrations.pending
+                ],
+            },
+            "migrations_note": self.migrations_note,
+        }
+
+    def lines(self) -> list[str]:
+        """The plan as the terminal shows it before asking."""
+        where = (
+            "local cloud: moto on loopback, nothing is deployed to AWS"
+            if self.target == "local cloud"
+            else self.target
+        )
+        out = [f"plan for {self.environment}  [{where}]"]
+        if self.why_again:
+            out.append(f"asked again (round {self.round}): {self.why_again}")
+        for s in self.stacks:
+            c = s.changes
+            counts = (
+                f"{c.create} to create, {c.update} to update, {c.replace} to replace, "
+                f"{c.delete} to delete"
+                if s.status == "changes"
+                else s.status
+            )
+            out.append(
+                f"\n{self.environment}/{s.node}: {counts}" + (f" ({s.note})" if s.note else "")
+            )
+            out.extend(resource_lines(s.resources))
+        out.append("")
+        out.extend(self._migration_lines())
+        return out
+
+    def _migration_lines(self) -> list[str]:
+        m = self.migrations
+        if m is None:
+            return [f"migrations: {self.migrations_note or 'not part of this run'}"]
+        if not m.pending:
+            return [f"migrations: none pending on {m.database} ({m.already_applied} applied)"]
+        out = [f"migrations: {len(m.pending)} pending on {m.database}"]
+        for p in m.pending:
+            out.append(f"  {p.name}  ({len(p.statements)} statements, sha256 {p.checksum[:12]})")
+            for f in p.findings:
+                flag = "allowed by its marker" if f.allowed else "DESTRUCTIVE"
+                out.append(f"     ! {flag}: {f.describe()}: {_one_line(f.text)}")
+        return out
+
+    def markdown(self) -> str:
+        """The plan for the Prefect artifact and the approval form (tables: the UI renders them)."""
+        where = (
+            " — **local cloud** (moto's AWS APIs on loopback: nothing is deployed to AWS)"
+            if self.target == "local cloud"
+            else ""
+        )
+        parts = [f"# Plan for `{self.environment}`{where}\n"]
+        if self.why_again:
+            parts.append(f"**Asked again (round {self.round}):** {_cell(self.why_again)}\n")
+        parts.append(
+            "Approving applies exactly this: each stack under the Pulumi update plan saved by its "
+            "preview (values that depend on an upstream stack's new outputs may resolve; anything "
+            "else that differs stops the run), and the migration files with these checksums. "
+            "If anything changed meanwhile, the run stops and asks again.\n"
+        )
+        rows = [
+            "| stack | plan | create | update | replace | delete | note |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for s in self.stacks:
+            c = s.changes
+            rows.append(
+                f"| {s.node} | {s.status} | {c.create} | {c.update} | {c.replace} | {c.delete} "
+                f"| {_cell(s.note) or '—'} |"
+            )
+        parts.append("\n".join(rows) + "\n")
+        changes = [
+            "| stack | change | type | resource | properties |",
+            "|---|---|---|---|---|",
+        ]
+        for s in self.stacks:
+            for r in s.resources:
+                props = "; ".join(_property_text(p.as_dict()) for p in r.properties) or "—"
+                changes.append(
+                    f"| {s.node} | {r.change} | `{r.type}` | {_cell(r.name)} | {_cell(props)} |"
+                )
+        if len(changes) > 2:
+            parts.append("## Resource changes\n\n" + "\n".join(changes) + "\n")
+        parts.append("## Migrations\n\n" + self._migrations_markdown())
+        return "\n".join(parts)
+
+    def _migrations_markdown(self) -> str:
+        m = self.migrations
+        if m is None:
+            return _cell(self.migrations_note or "not part of this run") + "\n"
+        if not m.pending:
+            return f"None pending on `{m.database}` ({m.already_applied} applied).\n"
+        rows = [
+            f"{len(m.pending)} pending on `{m.database}` ({m.already_applied} applied before).\n",
+            "| file | statements | sha256 | destructive findings |",
+            "|---|---|---|---|",
+        ]
+        for p in m.pending:
+            findings = "; ".join(
+                f"{'allowed by marker: ' if f.allowed else '**'}{f.describe()}"
+                f"{'' if f.allowed else '**'}: `{_cell(_one_line(f.text, 80))}`"
+                for f in p.findings
+            )
+            rows.append(
+                f"| `{p.name}` | {len(p.statements)} | `{p.checksum[:12]}` | {findings or 'none'} |"
+            )
+        statements = []
+        for p in m.pending:
+            statements.append(f"\n**{p.name}**\n")
+            shown = p.statements[:STATEMENTS_SHOWN]
+            statements.extend(
+                f"{i}. `{_cell(_one_line(sql, 100))}`" for i, sql in enumerate(shown, 1)
+            )
+            if len(p.statements) > len(shown):
+                statements.append(
+                    f"\n... and {len(p.statements) - len(shown)} more (`migrate --dry-run` shows all)"
+                )
+        return "\n".join(rows) + "\n\n### Statements\n" + "\n".join(statements) + "\n"
+
+
+def resource_lines(resources: Iterable[ResourceChange]) -> list[str]:
+    """Per resource, its change and the properties behind it (values are already masked)."""
+    lines: list[str] = []
+    for r in resources:
+        lines.append(f"  {_SIGN.get(r.change, '?'):>2} {r.type}  {r.name}")
+        lines.extend(f"       {_property_text(p.as_dict())}" for p in r.properties)
+    return lines
+
+
+def resource_dict_lines(resources: Sequence[dict[str, Any]]) -> list[str]:
+    """`resource_lines` for resources as `ResourceChange.as_dict()` gives them (a run's summary)."""
+    lines: list[str] = []
+    for r in resources:
+        lines.append(f"  {_SIGN.get(r['change'], '?'):>2} {r['type']}  {r['name']}")
+        lines.extend(f"       {_property_text(p)}" for p in r["properties"])
+    return lines
+
+
+def _property_text(prop: dict[str, Any]) -> str:
+    why = "  (forces replacement)" if prop["forces_replacement"] else ""
+    if prop["kind"] == "add":
+        change = f"+ {_value(prop['new'])}"
+    elif prop["kind"] == "delete":
+        change = f"- {_value(prop['old'])}"
+    else:
+        change = f"{_value(prop['old'])} => {_value(prop['new'])}"
+    return f"{prop['name']}: {change}{why}"
+
+
+def _value(value: Any, limit: int = 70) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _one_line(sql: str, limit: int = 120) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
