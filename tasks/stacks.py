@@ -7,8 +7,13 @@ recovered before anything else. Only transient errors are retried.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -21,10 +26,19 @@ from pydantic import BaseModel
 
 from stackflow import fingerprint
 from stackflow.engine import Engine, Listener, Operation, OperationResult, OutputValue, is_transient
-from stackflow.engine.base import ChangeCounts, ResourceChange, ResourceEvent
-from stackflow.errors import StackError
+from stackflow.engine.base import ChangeCounts, ResourceChange, ResourceEvent, StackSpec
+from stackflow.errors import OperationCancelled, PlanChanged, StackError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import StackGraph, bare_spec, parse_outputs, placeholder_outputs
+from stackflow.plan import StackPlan
+from stackflow.progress import (
+    NodeChanged,
+    NodeState,
+    ProgressHub,
+    ResourceProgress,
+    ResourcesDeclared,
+    hub,
+)
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
 from tasks.limits import stack_slot
@@ -46,6 +60,42 @@ class RunContext:
     # an interrupted earlier operation left behind that this run cleared (a lock, pending ops).
     retries: dict[str, list[str]] = field(default_factory=dict)
     healed: dict[str, str] = field(default_factory=dict)
+    progress: ProgressHub = field(default_factory=hub)  # the live view, when one watches
+    # Seconds before retry n+1, jitter drawn once per run: the task knows when its next attempt
+    # starts and says so (Prefect's own jitter is drawn where the task cannot see it).
+    retry_delays: list[float] = field(default_factory=list)
+    _running: dict[str, StackSpec] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, node: str, state: NodeState, **details: Any) -> None:
+        """Tell the live view (if one watches) that `node` moved to `state`."""
+        self.progress.publish(NodeChanged(self.settings.environment, node, state, **details))
+
+    @contextlib.contextmanager
+    def running(self, spec: StackSpec) -> Iterator[None]:
+        """Inside, an interruption of the run cancels this stack's operation."""
+        with self._guard:
+            self._running[spec.node] = spec
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._running.pop(spec.node, None)
+
+    def cancel(self, interrupt: bool) -> None:
+        """Stop every stack operation this run has in flight (see `Engine.cancel`)."""
+        with self._guard:
+            specs = list(self._running.values())
+        for spec in specs:
+            self.engine.cancel(spec, interrupt=interrupt)
+
+    def check_not_cancelled(self, node: str) -> None:
+        """Raises OperationCancelled when the run was interrupted before `node` started."""
+        if self.progress.cancelled:
+            self.publish(node, NodeState.NOT_RUN, detail="the run was interrupted first")
+            raise OperationCancelled(
+                f"{self.settings.environment}/{node}", "not started: the run was interrupted"
+            )
 
 
 @dataclass
@@ -66,6 +116,8 @@ class StackOutcome:
     resources: tuple[ResourceChange, ...] = ()  # per resource, what preview would change
     retries: list[str] = field(default_factory=list)  # the reason of each retried attempt
     healed: str = ""  # what this run cleared that an interrupted operation left behind
+    fingerprint: str = ""  # the stack's inputs (up, and a gated plan's previews)
+    plan_file: Path | None = None  # the update plan a gated plan's preview saved
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}
@@ -83,23 +135,57 @@ def retry_if_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any
 def _listener(
     ctx: RunContext, node: str, logger: logging.Logger | logging.LoggerAdapter[Any]
 ) -> Listener:
+    environment = ctx.settings.environment
+
     def on_event(event: ResourceEvent) -> None:
         if event.status == "done" and event.change not in ("same", "refresh"):
             logger.debug("%s %s %s: %s", node, event.type, event.name, event.change)
+        ctx.progress.publish(
+            ResourceProgress(
+                environment,
+                node,
+                event.urn,
+                event.type,
+                event.name,
+                event.change,
+                event.status,
+            )
+        )
 
-    return Listener(on_output=logger.info, on_event=on_event, redactor=ctx.redactor)
+    def on_declared(count: int) -> None:
+        ctx.progress.publish(ResourcesDeclared(environment, node, count))
+
+    return Listener(
+        on_output=logger.info, on_event=on_event, redactor=ctx.redactor, on_declared=on_declared
+    )
 
 
 def _record(ctx: RunContext, operation: Operation, node: str) -> None:
     ctx.engine_calls.append(f"{operation.value}:{node}")
 
 
+@dataclass(frozen=True)
+class Gate:
+    """How an approval binds one stack operation of a gated `up`.
+
+    Planning (PREVIEW): the preview saves Pulumi's update plan to `plan_file`, and a stack whose
+    inputs match its last successful up is left out of the plan (unchanged). Applying (UP): the
+    stack is updated under `approved.plan_file`; if its inputs moved since the preview (an
+    upstream stack's new outputs resolved), it is previewed again into `plan_file` and applied
+    under that plan only if every change is one the approval showed.
+    """
+
+    plan_file: Path
+    approved: StackPlan | None = None  # UP: what was approved for this stack (None: nothing)
+
+
 @task(
     name="stack",
     task_run_name="{operation}-{node}",
     retries=3,
+    # no retry_jitter_factor: a run draws its jittered delays once (flows.pipeline.retry_delays),
+    # so the task can say when its next attempt starts
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
-    retry_jitter_factor=0.5,
     retry_condition_fn=retry_if_transient,
     cache_policy=NO_CACHE,
     persist_result=False,  # outputs may hold secrets: never written to result storage
@@ -111,19 +197,25 @@ def stack_operation(
     operation: Operation,
     upstream: dict[str, StackOutcome],
     force: bool = False,
+    gate: Gate | None = None,
 ) -> StackOutcome:
     """Preview, update, refresh, check drift of or destroy one stack.
 
     Args:
         upstream: typed outputs of the stacks this one reads, by node name.
         force: run `up` even when the fingerprint says nothing changed.
+        gate: the approval this operation plans for (PREVIEW) or applies (UP); see `Gate`.
     Raises:
         TransientStackError: retried by Prefect (lock held, throttling, network).
         PermanentStackError: fails the run at once, naming the stack.
+        PlanChanged: (gated UP) the stack would do something the approval did not show.
     """
     logger = get_run_logger()
     settings, engine = ctx.settings, ctx.engine
     graph_node = ctx.graph[node]
+    attempt = task_run.run_count  # Prefect counts attempts from 1
+    ctx.check_not_cancelled(node)
+    ctx.publish(node, NodeState.RUNNING, attempt=attempt)
     if operation in (Operation.UP, Operation.PREVIEW):
         typed_upstream = {k: v.typed for k, v in upstream.items() if v.typed is not None}
         spec, args = ctx.graph.spec(node, settings, typed_upstream)
@@ -133,13 +225,22 @@ def stack_operation(
     placeholders = [k for k, v in upstream.items() if v.placeholder]
 
     fp = ""
-    drifted = operation is Operation.UP and ctx.fingerprints.drifted(spec)
-    if operation is Operation.UP:
+    planning = operation is Operation.PREVIEW and gate is not None
+    drifted = (operation is Operation.UP or planning) and ctx.fingerprints.drifted(spec)
+    if operation is Operation.UP or planning:
         fp = fingerprint.compute(spec, args, graph_node.sources, engine.name, engine.versions())
-        cached = None if force or drifted else ctx.fingerprints.load(spec, fp)
+        # A plan previews a stack whose upstream will change, though its inputs look unchanged now.
+        moving = planning and any(u.changes.changed for u in upstream.values())
+        cached = None if force or drifted or moving else ctx.fingerprints.load(spec, fp)
         if cached is not None:
             logger.info(
                 "%s unchanged since its last successful up: skipped, no engine call", spec.label
+            )
+            ctx.publish(
+                node,
+                NodeState.SKIPPED,
+                status="unchanged",
+                detail="unchanged since its last successful up",
             )
             return StackOutcome(
                 node,
@@ -147,29 +248,61 @@ def stack_operation(
                 "unchanged",
                 outputs=cached,
                 typed=parse_outputs(graph_node, cached),
+                fingerprint=fp,
             )
 
-    with stack_slot(settings.state_dir, settings.environment, node, logger.info):
+    def slot_wait(message: str) -> None:
+        logger.info("%s", message)
+        ctx.publish(node, NodeState.WAITING, detail=message, attempt=attempt)
+
+    with stack_slot(settings.state_dir, settings.environment, node, slot_wait):
+        ctx.publish(node, NodeState.RUNNING, attempt=attempt)
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
             ctx.healed[node] = (
                 "cleared what an interrupted operation left (lock, pending operations)"
             )
         try:
-            if drifted:
-                # Drift found earlier: adopt what the cloud holds, so the update puts it back.
-                logger.info("%s drifted since its last up: refreshing it first", spec.label)
-                _record(ctx, Operation.REFRESH, node)
-                engine.run(Operation.REFRESH, spec, listener)
-            _record(ctx, operation, node)
-            result: OperationResult = engine.run(operation, spec, listener)
+            with ctx.running(spec):
+                if drifted and operation is Operation.UP:
+                    # Drift found earlier: adopt what the cloud holds, so the update puts it back.
+                    logger.info("%s drifted since its last up: refreshing it first", spec.label)
+                    _record(ctx, Operation.REFRESH, node)
+                    engine.run(Operation.REFRESH, spec, listener)
+                plan: Path | None = None
+                if operation is Operation.UP and gate is not None:
+                    plan = _approved_plan(ctx, spec, fp, gate, listener)
+                elif planning:
+                    assert gate is not None
+                    plan = gate.plan_file
+                _record(ctx, operation, node)
+                result: OperationResult = engine.run(
+                    operation, spec, listener, plan=plan, refresh=planning and drifted
+                )
+                if planning and plan is not None and plan.exists():
+                    plan.chmod(0o600)  # no plaintext secrets, but ciphertexts, ARNs, addresses
         except StackError as exc:
-            logger.error(
-                "%s%s", ctx.redactor(str(exc)), " (will retry)" if is_transient(exc) else ""
+            reason = ctx.redactor(exc.reason)
+            retry = (
+                is_transient(exc)
+                and attempt <= settings.stack_retries
+                and not ctx.progress.cancelled
             )
-            if is_transient(exc) and task_run.run_count <= settings.stack_retries:
-                # a retry follows this attempt (Prefect counts attempts from 1)
-                ctx.retries.setdefault(node, []).append(ctx.redactor(exc.reason))
+            logger.error("%s%s", ctx.redactor(str(exc)), " (will retry)" if retry else "")
+            if retry:  # a retry follows this attempt
+                ctx.retries.setdefault(node, []).append(reason)
+                delay = ctx.retry_delays[attempt - 1] if attempt <= len(ctx.retry_delays) else 0.0
+                ctx.publish(
+                    node,
+                    NodeState.RETRYING,
+                    detail=reason,
+                    attempt=attempt,
+                    next_attempt_at=time.time() + delay,
+                )
+            elif isinstance(exc, OperationCancelled):
+                ctx.publish(node, NodeState.CANCELLED, detail="interrupted", attempt=attempt)
+            else:
+                ctx.publish(node, NodeState.FAILED, detail=reason, attempt=attempt)
             raise
 
     status = {
@@ -209,6 +342,7 @@ def stack_operation(
         else ""
     )
     outputs = dict(result.outputs) if operation is not Operation.PREVIEW else {}
+    ctx.publish(node, NodeState.DONE, status=status, changes=result.changes, attempt=attempt)
     return StackOutcome(
         node,
         operation.value,
@@ -222,4 +356,46 @@ def stack_operation(
         resources=result.resource_changes if operation is Operation.PREVIEW else (),
         retries=list(ctx.retries.get(node, [])),
         healed=ctx.healed.get(node, ""),
+        fingerprint=fp,
+        plan_file=plan if planning else None,
     )
+
+
+def _approved_plan(
+    ctx: RunContext, spec: StackSpec, fp: str, gate: Gate, listener: Listener
+) -> Path:
+    """The update plan a gated `up` of `spec` applies under.
+
+    Raises:
+        PlanChanged: the stack would change although the approval showed no change for it, or
+            (re-previewed after its upstream moved) it would make a change the approval did not show.
+    """
+    approved = gate.approved
+    if approved is None or approved.plan_file is None:
+        raise PlanChanged(
+            spec.label,
+            "its inputs changed since the plan was approved, which showed it unchanged",
+        )
+    if not approved.plan_file.exists():
+        raise PlanChanged(spec.label, f"the approved update plan {approved.plan_file} is gone")
+    if fp == approved.fingerprint:
+        return approved.plan_file
+    # Within one run only upstream outputs can move (settings and programs are those of the
+    # preview): see whether the changes are still the approved ones, with values resolved.
+    listener.line(
+        f"{spec.label}: an upstream stack's outputs changed since the preview; previewing again "
+        "to check the changes are the approved ones"
+    )
+    _record(ctx, Operation.PREVIEW, spec.node)
+    again = ctx.engine.run(Operation.PREVIEW, spec, listener, plan=gate.plan_file)
+    if gate.plan_file.exists():
+        gate.plan_file.chmod(0o600)
+    beyond = [r for r in again.resource_changes if not approved.allows(r)]
+    if beyond:
+        shown = "; ".join(
+            f"{r.change} {r.type} {r.name}"
+            + (f" ({', '.join(p.name for p in r.properties)})" if r.properties else "")
+            for r in beyond[:5]
+        )
+        raise PlanChanged(spec.label, f"changes the approval did not show: {shown}")
+    return gate.plan_file

@@ -1,0 +1,208 @@
+"""The approval gate of a protected environment: the run pauses until someone approves or rejects
+the combined plan, in the Prefect UI (a typed form showing the plan) or at the command line that
+started it (which answers through the same Prefect API, so every decision is recorded alike).
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from prefect.client.schemas.objects import State
+from prefect.events import emit_event
+from prefect.exceptions import FlowPauseTimeout, NotPausedError
+from prefect.flow_runs import pause_flow_run, resume_flow_run
+from prefect.input import RunInput
+from prefect.logging import get_run_logger
+from prefect.runtime import flow_run
+from prefect.states import Cancelled
+from pydantic import Field
+
+from stackflow.plan import DeployPlan
+from stackflow.progress import ApprovalDecided, ApprovalRequested, ProgressHub
+
+POLL_S = 2  # how often the paused run asks Prefect whether it was resumed
+VIA_UI = "the Prefect UI or API"
+
+
+class ApprovalInput(RunInput):
+    """The form the Prefect UI shows to resume a paused deploy."""
+
+    decision: Literal["approve", "reject"] = Field(
+        description="approve: apply exactly the plan shown above. reject: end the run, nothing "
+        "applied."
+    )
+    reason: str = Field(
+        "",
+        max_length=2000,
+        description="Why (recorded with the decision in the run's summary and events).",
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What became of one approval request."""
+
+    approved: bool
+    reason: str
+    decided_at: str  # ISO 8601, UTC
+    via: str  # "the Prefect UI or API", or "command line (user@host)"
+    by: str  # who, where Prefect knows it; "" where it does not
+    expired: bool = False
+    round: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "decision": "approved" if self.approved else "expired" if self.expired else "rejected",
+            "reason": self.reason,
+            "decided_at": self.decided_at,
+            "via": self.via,
+            "by": self.by,
+            "round": self.round,
+        }
+
+    def line(self) -> str:
+        """One line for the terminal and the artifact."""
+        what = "approved" if self.approved else "expired" if self.expired else "rejected"
+        who = f" by {self.by}" if self.by else ""
+        why = f": {self.reason}" if self.reason else ""
+        return f"round {self.round}: {what}{who} via {self.via} at {self.decided_at}{why}"
+
+
+def command_line_identity(yes: bool = False) -> str:
+    """How a decision made at this command line is recorded: the OS user and the host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        user = "unknown user"
+    how = "command line --yes" if yes else "command line"
+    return f"{how} ({user}@{socket.gethostname()})"
+
+
+def await_decision(
+    plan: DeployPlan, timeout_s: int, progress: ProgressHub, ui_url: str | None
+) -> Decision:
+    """Pause this flow run until the plan is approved or rejected, or `timeout_s` passes.
+
+    The plan is the form's description, so the approver reads it where they decide. A command line
+    that started this run in this process is told (`ApprovalRequested`) and may answer.
+    """
+    logger = get_run_logger()
+    run_id = str(flow_run.id)
+    _emit(plan, "stackflow.approval.requested", {"round": plan.round, **_counts(plan)})
+    progress.publish(ApprovalRequested(plan.environment, run_id, plan, timeout_s, ui_url))
+    logger.info(
+        "waiting up to %ds for approval of the plan for %s (round %d)%s",
+        timeout_s,
+        plan.environment,
+        plan.round,
+        f": {ui_url}" if ui_url else "",
+    )
+    form = ApprovalInput.with_initial_data(description=plan.markdown())
+    now = _now
+    try:
+        answer = pause_flow_run(
+            wait_for_input=form,
+            timeout=timeout_s,
+            poll_interval=POLL_S,
+            key=f"approval-{plan.round}",
+        )
+    except FlowPauseTimeout:
+        decision = Decision(
+            False, f"no decision within {timeout_s}s", now(), "timeout", "", True, plan.round
+        )
+    else:
+        here = progress.answer_for(run_id)
+        decision = Decision(
+            answer.decision == "approve",
+            answer.reason.strip(),
+            now(),
+            here.via if here else VIA_UI,
+            "",  # a self-hosted Prefect server records no user for a resume
+            False,
+            plan.round,
+        )
+    progress.publish(
+        ApprovalDecided(plan.environment, decision.approved, decision.reason, decision.via)
+    )
+    _emit(plan, "stackflow.approval.decided", decision.as_dict())
+    logger.info("approval of %s: %s", plan.environment, decision.line())
+    return decision
+
+
+def end_state(name: str, message: str, data: Any) -> State[Any]:
+    """The flow run's final state for a run that applied nothing on purpose (rejected, expired,
+    interrupted): Cancelled under its own name.
+
+    A pause that timed out is failed by the server as soon as the run leaves it, so the state is
+    forced first; the flow then returns the same state.
+    """
+    from prefect.client.orchestration import get_client
+
+    state: State[Any] = Cancelled(name=name, message=message, data=data)
+    run_id = flow_run.id
+    if run_id:
+        with get_client(sync_client=True) as client:
+            client.set_flow_run_state(
+                UUID(str(run_id)), Cancelled(name=name, message=message), force=True
+            )
+    return state
+
+
+def answer(flow_run_id: str, approve: bool, reason: str, timeout_s: float = 60.0) -> None:
+    """Resume a paused run with a decision, as the UI's form does (used by the command line).
+
+    Waits while the run is not paused yet or its form is not saved yet (a fast answer can come
+    before either).
+
+    Raises:
+        RuntimeError: the run refused the input, or it did not pause within `timeout_s`.
+    """
+    deadline = time.monotonic() + timeout_s
+    payload = {"decision": "approve" if approve else "reject", "reason": reason}
+    while True:
+        try:
+            resume_flow_run(UUID(flow_run_id), run_input=payload)
+            return
+        except NotPausedError:
+            pass
+        except RuntimeError as exc:
+            if "schema not found" not in str(exc):
+                raise
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"flow run {flow_run_id} did not wait for approval within {timeout_s}s"
+            )
+        time.sleep(0.3)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _counts(plan: DeployPlan) -> dict[str, Any]:
+    stacks = {s.node: s.changes.as_dict() for s in plan.stacks}
+    pending = len(plan.migrations.pending) if plan.migrations else 0
+    destructive = (
+        sum(1 for p in plan.migrations.pending for f in p.findings if not f.allowed)
+        if plan.migrations
+        else 0
+    )
+    return {"stacks": stacks, "pending_migrations": pending, "destructive_findings": destructive}
+
+
+def _emit(plan: DeployPlan, event: str, payload: dict[str, Any]) -> None:
+    emit_event(
+        event=event,
+        resource={
+            "prefect.resource.id": f"stackflow.environment.{plan.environment}",
+            "prefect.resource.name": plan.environment,
+            "stackflow.environment": plan.environment,
+        },
+        payload={"target": plan.target, **payload},
+    )
