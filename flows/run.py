@@ -10,7 +10,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, cast
+from pathlib import Path
+from typing import Any
 
 from stackflow import exits
 from stackflow.errors import echo
@@ -28,6 +29,18 @@ COMMANDS = {
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
 }
 EXIT_FAILED, EXIT_USAGE, EXIT_DRIFT = exits.FAILED, exits.USAGE, exits.DRIFT
+RUN_COMMANDS = ("up", "preview", "refresh", "destroy", "drift")
+
+
+def _seconds(text: str) -> float:
+    """A --heartbeat value: seconds, 1 to 3600."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{echo(text)} is not a number of seconds") from None
+    if not 1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range: use 1 to 3600 seconds")
+    return value
 
 
 class _Once(argparse.Action):
@@ -93,14 +106,36 @@ def build_parser() -> argparse.ArgumentParser:
                 action=_StackList,
                 help="comma-separated stacks to run (default: all); repeating it adds to the list",
             )
-        if name in ("up", "preview", "refresh", "destroy", "drift"):
+        if name in RUN_COMMANDS:
             p.add_argument(
                 "--json",
                 action="store_true",
                 help="print the run's summary as one JSON object (progress goes to stderr)",
             )
+            p.add_argument(
+                "--verbose",
+                "-v",
+                action="store_true",
+                help="also show Prefect's and Pulumi's own log lines as they come (they always go "
+                "to the log file in the state folder)",
+            )
+            p.add_argument(
+                "--heartbeat",
+                type=_seconds,
+                default=30.0,
+                metavar="SECONDS",
+                help="without a terminal, a line for a stack that has run quietly this long "
+                "(1-3600, default 30)",
+            )
         if name == "up":
             p.add_argument("--force", action="store_true", help="update stacks even if unchanged")
+            p.add_argument(
+                "--yes",
+                "-y",
+                action="store_true",
+                help="approve the plan of a protected (prod) environment: it is printed, recorded "
+                "as approved at this command line, and applied",
+            )
         if name == "destroy":
             p.add_argument(
                 "--yes",
@@ -127,13 +162,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(message: str, code: int = EXIT_FAILED) -> int:
+def _fail(message: str, code: int = EXIT_FAILED, hint: str = "") -> int:
+    """The last lines of a command that did not succeed: why (one line), then what to do."""
     from stackflow.localprefect import drain_prefect_queues
 
     drain_prefect_queues()  # so Prefect's workers print nothing after our last line
     sys.stdout.flush()  # the summary (stdout) before the reason (stderr), also when both are piped
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {_one_line(message)}", file=sys.stderr)
+    if hint:
+        print(f"  what to do: {hint}", file=sys.stderr)
     return code
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    """A message on one line (the engine's reasons quote several of Pulumi's lines)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "… (all of it is in the log)"
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -152,9 +196,12 @@ def _use_local_prefect(settings: Any) -> None:
         return
     from stackflow.localprefect import ensure_local_prefect
 
-    server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=print)
+    def progress(text: str) -> None:
+        print(text, file=sys.stderr)  # stdout is the summary's (and --json's)
+
+    server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=progress)
     os.environ["PREFECT_API_URL"] = server.api_url
-    print(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
+    progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
 
 
 def _server(args: argparse.Namespace, settings: Any) -> int:
@@ -218,7 +265,7 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
         c = s["changes"]
         print(
             f"{s['stack']:<11} {s['status']:<10} {c['create']:>3} {c['update']:>3} {c['replace']:>3} "
-            f"{c['delete']:>3} {c['same']:>3} {s['duration_s']:>7.2f}  {s['note']}"
+            f"{c['delete']:>3} {c['same']:>3} {s['duration_s']:>7.2f}  {_one_line(s['note'], 110)}"
         )
     for s in summary["stacks"]:
         for i, reason in enumerate(s.get("retries", []), 1):
@@ -227,6 +274,13 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
             print(f"{s['stack']}: {s['healed']}")
     for line in preview_lines(summary):
         print(line)
+    for approval in summary.get("approvals") or []:
+        who = f" by {approval['by']}" if approval.get("by") else ""
+        why = f": {approval['reason']}" if approval.get("reason") else ""
+        print(
+            f"approval (round {approval['round']}): {approval['decision']}{who} via "
+            f"{approval['via']} at {approval['decided_at']}{why}"
+        )
     print(
         f"engine operations: {len(summary['engine_calls'])}; wall time {summary['duration_s']:.2f}s"
     )
@@ -234,34 +288,17 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
         print(f"Prefect UI: {summary['ui_url']}")
 
 
-_SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
-
-
 def preview_lines(summary: dict[str, Any]) -> list[str]:
     """Per resource, what a preview would do and which properties change (values masked)."""
+    from stackflow.plan import resource_dict_lines
+
     lines: list[str] = []
     for s in summary["stacks"]:
         resources = s.get("resources") or []
-        if not resources:
-            continue
-        lines.append(f"\n{summary['environment']}/{s['stack']}:")
-        for r in resources:
-            lines.append(f"  {_SIGN.get(r['change'], '?'):>2} {r['type']}  {r['name']}")
-            for prop in r["properties"]:
-                why = "  (forces replacement)" if prop["forces_replacement"] else ""
-                if prop["kind"] == "add":
-                    change = f"+ {_value(prop['new'])}"
-                elif prop["kind"] == "delete":
-                    change = f"- {_value(prop['old'])}"
-                else:
-                    change = f"{_value(prop['old'])} => {_value(prop['new'])}"
-                lines.append(f"       {prop['name']}: {change}{why}")
+        if resources:
+            lines.append(f"\n{summary['environment']}/{s['stack']}:")
+            lines.extend(resource_dict_lines(resources))
     return lines
-
-
-def _value(value: Any, limit: int = 70) -> str:
-    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _run_flow(args: argparse.Namespace, settings: Any) -> int:
@@ -278,36 +315,270 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
                 settings.confirm_database_deletable()
     except (ConfirmationRequired, DeletionProtected, SettingsError) as exc:
         return _fail(str(exc), EXIT_USAGE)
+    gated = args.command == "up" and settings.approval_required
+    if gated and not args.yes and (args.json or not sys.stdin.isatty()):
+        return _fail(
+            f"{settings.environment} is a protected environment: `up` shows its plan and waits "
+            "for approval, and there is no terminal to ask"
+            + (" (--json is for scripts)" if args.json else ""),
+            EXIT_USAGE,
+            f"run it in a terminal to see the plan and answer, add --yes to approve the plan it "
+            f"prints, or start deploy/{settings.environment} from the Prefect UI and approve it "
+            "there. Nothing was changed.",
+        )
+    _use_local_prefect(settings)
+    from flows.live import make_view, new_log_file, routed_logs
     from flows.pipeline import FLOWS
+    from stackflow.progress import hub
 
     kwargs: dict[str, Any] = {"environment": settings.environment, "stacks": _stacks(args) or None}
     if args.command == "up":
         kwargs["force"] = args.force
     if args.command == "destroy":
         kwargs["confirm"] = args.yes
-    from prefect.client.schemas.objects import State
+    log_file = new_log_file(settings.state_dir, args.command, settings.environment)
+    progress = hub()
+    progress.reset()
+    view = make_view(sys.stderr, args.heartbeat)
+    echo = view.echo if args.verbose else None
+    with routed_logs(log_file, echo), view, progress.subscribed(view.on_event):
+        runner = _FlowRun(FLOWS[args.command], kwargs)
+        runner.start()
+        interrupted = _supervise(runner, view, args, settings)
+    return _report(runner, args, log_file, interrupted)
 
-    state = cast(State[Any], FLOWS[args.command](**kwargs, return_state=True))
+
+class _FlowRun:
+    """A flow run in a thread of its own, so the main thread keeps the screen and Ctrl-C."""
+
+    def __init__(self, flow: Any, kwargs: dict[str, Any]) -> None:
+        import contextvars
+        import threading
+
+        self.flow, self.kwargs = flow, kwargs
+        self.state: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        context = contextvars.copy_context()  # Prefect's settings, as this thread has them
+        self.thread = threading.Thread(
+            target=context.run, args=(self._run,), name="flow-run", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.state = self.flow(**self.kwargs, return_state=True)
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _supervise(runner: _FlowRun, view: Any, args: argparse.Namespace, settings: Any) -> bool:
+    """Wait for the run; answer its approval requests; on Ctrl-C cancel it (once cleanly; a
+    second Ctrl-C stops at once). Returns whether it was interrupted."""
+    from stackflow.progress import hub
+
+    progress = hub()
+    try:
+        while not runner.done.wait(0.1):
+            request = view.take_approval()
+            if request is not None:
+                _approve_here(request, runner, view, args)
+        return False
+    except KeyboardInterrupt:
+        pass
+    # From a terminal, Ctrl-C reached our `pulumi` children too (one foreground process group):
+    # a second SIGINT would make Pulumi stop at once instead of cancelling cleanly.
+    from_terminal = _terminal_signalled()
+    view.echo(
+        "interrupted: cancelling the running operations; Pulumi finishes the resource "
+        "operations in flight (press Ctrl-C again to stop at once)"
+    )
+    progress.cancel(interrupt=not from_terminal)
+    waiting = view.take_approval() or view.approval_open
+    if waiting is not None:
+        _answer_quietly(
+            waiting.flow_run_id, "the command line that started the run was interrupted"
+        )
+    try:
+        while not runner.done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        view.echo(
+            "stopped at once: the next run clears what the interrupted operations left (their "
+            "locks and pending operations)"
+        )
+        _cancel_flow_run_quietly()
+        os._exit(exits.INTERRUPTED)
+    return True
+
+
+def _terminal_signalled() -> bool:
+    """Whether this process is in the foreground of its terminal (so Ctrl-C signalled its whole
+    process group, our `pulumi` children included)."""
+    for stream in (sys.stdin, sys.stderr):
+        try:
+            if stream.isatty() and os.tcgetpgrp(stream.fileno()) == os.getpgrp():
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _approve_here(request: Any, runner: _FlowRun, view: Any, args: argparse.Namespace) -> None:
+    """Show the plan the run waits on and answer it: --yes approves; a terminal is asked (and
+    an answer given meanwhile in the Prefect UI ends the question)."""
+    import select
+
+    from flows.approval import answer, command_line_identity
+    from stackflow.progress import elapsed, hub
+
+    progress = hub()
+    with view.paused():
+        for line in request.plan.lines():
+            view.echo(line)
+        where = f" or in the Prefect UI: {request.ui_url}" if request.ui_url else ""
+        if args.yes:
+            progress.answered_here(request.flow_run_id, command_line_identity(yes=True))
+            answer(request.flow_run_id, True, "approved with --yes at the command line")
+            view.echo("\napproved with --yes: applying it")
+            return
+        view.approval_open = request
+        view.echo(
+            f"\nApply this plan to {request.environment}? Type yes to apply it, no to reject it "
+            f"(decide here{where}; it expires in {elapsed(request.timeout_s)}):"
+        )
+        while not runner.done.is_set():
+            elsewhere = view.decided_elsewhere()
+            if elsewhere is not None:
+                verdict = "approved" if elsewhere.approved else "rejected"
+                view.echo(f"{verdict} via {elsewhere.via}")
+                break
+            ready, _, _ = select.select([sys.stdin], [], [], 0.3)
+            if not ready:
+                continue
+            line = sys.stdin.readline()
+            reply = line.strip().lower()
+            if reply in ("yes", "y"):
+                progress.answered_here(request.flow_run_id, command_line_identity())
+                answer(request.flow_run_id, True, "approved at the command line")
+                view.echo("approved: applying it")
+                break
+            if reply in ("no", "n") or not line:
+                reason = "" if not line else _ask("reason (recorded with the decision): ")
+                progress.answered_here(request.flow_run_id, command_line_identity())
+                answer(request.flow_run_id, False, reason or "rejected at the command line")
+                view.echo("rejected: nothing will be applied")
+                break
+            view.echo("please type yes or no:")
+        view.approval_open = None
+
+
+def _ask(prompt: str) -> str:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip()
+
+
+def _answer_quietly(flow_run_id: str, reason: str) -> None:
+    """Reject a plan the interrupted command line was asked about, so its run ends now."""
+    import contextlib
+
+    from flows.approval import answer, command_line_identity
+    from stackflow.progress import hub
+
+    hub().answered_here(flow_run_id, command_line_identity())
+    with contextlib.suppress(Exception):
+        answer(flow_run_id, False, reason, timeout_s=5)
+
+
+def _cancel_flow_run_quietly() -> None:
+    """Best effort, on the way out after a second Ctrl-C: the flow run ends Cancelled, not
+    Running forever."""
+    import contextlib
+
+    from stackflow.progress import hub
+
+    with contextlib.suppress(Exception):
+        hub().cancel(interrupt=False)
+
+
+def _report(runner: _FlowRun, args: argparse.Namespace, log_file: Path, interrupted: bool) -> int:
+    """The summary, then the reason and what to do; the exit code of how the run ended."""
+    from stackflow.localprefect import drain_prefect_queues
+
+    as_json = getattr(args, "json", False)
+    log_hint = f"the full log is {log_file} (-v shows it as it comes)"
+    if runner.error is not None:
+        return _bug(runner.error, log_file)
+    state = runner.state
     if state.is_completed():
         summary = state.result()
-        from stackflow.localprefect import drain_prefect_queues
-
         drain_prefect_queues()
-        print_summary(summary, getattr(args, "json", False))
-        return 0
+        print_summary(summary, as_json)
+        print(f"log: {log_file}", file=sys.stderr)
+        return exits.OK
+    if state.is_cancelled():
+        summary = state.result(raise_on_failure=False)
+        drain_prefect_queues()
+        if isinstance(summary, dict) and "stacks" in summary:
+            print_summary(summary, as_json)
+        message = state.message or state.name
+        if state.name in ("Rejected", "ApprovalExpired"):
+            return _fail(
+                message,
+                exits.REJECTED,
+                "run `up` again to see a new plan"
+                + (
+                    "; the wait is STACKFLOW_APPROVAL_TIMEOUT_S" if state.name != "Rejected" else ""
+                ),
+            )
+        return _fail(
+            message,
+            exits.INTERRUPTED,
+            "run the same command again: it clears what the interrupted operations left "
+            "(their locks and pending operations) and carries on",
+        )
     from flows.pipeline import DriftDetected, PipelineError
 
     try:
         state.result()
     except PipelineError as exc:
         if exc.summary:
-            print_summary(
-                exc.summary, getattr(args, "json", False)
-            )  # what did happen, then the reason on the last line
-        return _fail(str(exc), EXIT_DRIFT if isinstance(exc, DriftDetected) else EXIT_FAILED)
+            print_summary(exc.summary, as_json)  # what did happen, then the reason last
+        if isinstance(exc, DriftDetected):
+            env = exc.summary["environment"] if exc.summary else "<env>"
+            return _fail(
+                str(exc),
+                EXIT_DRIFT,
+                f"`python flows/run.py up --env {env}` puts the cloud back as the code says; "
+                f"`python flows/run.py refresh --env {env}` takes the cloud's values into state",
+            )
+        return _fail(str(exc), EXIT_FAILED, f"fix what it names, then run it again; {log_hint}")
     except Exception as exc:
-        return _fail(str(exc))
-    return _fail(f"flow ended in state {state.type.value}")
+        from stackflow.errors import StackflowError
+
+        if isinstance(exc, StackflowError):
+            return _fail(str(exc), EXIT_FAILED, log_hint)
+        return _bug(exc, log_file)
+    return _fail(f"flow ended in state {state.type.value}", EXIT_FAILED, log_hint)
+
+
+def _bug(exc: BaseException, log_file: Path | None = None) -> int:
+    """An error stackflow did not expect: the traceback, where it happened, how to report it."""
+    import traceback
+
+    sys.stdout.flush()
+    traceback.print_exception(exc, file=sys.stderr)
+    where = f" and the log {log_file}" if log_file else ""
+    print(
+        f"error: unexpected {type(exc).__name__} inside stackflow: this is a bug. Please report "
+        f"it to the stackflow maintainers with the traceback above{where}.",
+        file=sys.stderr,
+    )
+    return exits.BUG
 
 
 def _outputs(args: argparse.Namespace, settings: Any) -> int:
@@ -382,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     except StackflowError as exc:
         return _fail(str(exc), EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return _fail("interrupted", exits.INTERRUPTED)
 
 
 if __name__ == "__main__":
