@@ -253,7 +253,10 @@ def stack_operation(
 
     def slot_wait(message: str) -> None:
         logger.info("%s", message)
-        ctx.publish(node, NodeState.WAITING, detail=message, attempt=attempt)
+        # "waiting: another run holds ...", or what it freed that a dead run held
+        state = NodeState.WAITING if message.startswith("waiting") else NodeState.RUNNING
+        detail = message.removeprefix("waiting: ")
+        ctx.publish(node, state, detail=detail, attempt=attempt)
 
     with stack_slot(settings.state_dir, settings.environment, node, slot_wait):
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -61,6 +62,12 @@ class CliRun:
         warnings after it (EventsWorker/APILogWorker draining at exit), which it does not own."""
         lines = [line for line in self.stderr.splitlines() if line.startswith("error: ")]
         return lines[-1] if lines else ""
+
+    @property
+    def log(self) -> str:
+        """The run's log file (Prefect's and Pulumi's own lines), which the CLI names at its end."""
+        found = re.findall(r"(?:^log: |the full log is )(\S+\.log)", self.stderr, re.MULTILINE)
+        return Path(found[-1]).read_text() if found else ""
 
     def __str__(self) -> str:  # what an assertion shows
         return (
@@ -219,9 +226,10 @@ def database_of(outputs: Mapping[str, Any]) -> MysqlTarget:
 # --- state snapshots ------------------------------------------------------------------------------
 
 
-def snapshot_files(root: Path, ignore: Sequence[str] = ("prefect",)) -> dict[str, bytes]:
+def snapshot_files(root: Path, ignore: Sequence[str] = ("prefect", "logs")) -> dict[str, bytes]:
     """Every file's bytes under `root` by relative path, leaving out top-level `ignore` folders
-    (a local Prefect server's home lives in the state folder's `prefect/`)."""
+    (a local Prefect server's home lives in the state folder's `prefect/`; `logs/` gets the log
+    file of every run, a refused one too)."""
     if not root.exists():
         return {}
     return {

@@ -103,7 +103,10 @@ def deployed(
     folders["missing"] = base / "migrations" / "missing"
     state_dir = base / "state"
     variables = fault_variables(state_dir, local_cloud, prefect_server, ENVIRONMENT) | {
-        "STACKFLOW_STATE_PASSPHRASE": PASSPHRASE
+        "STACKFLOW_STATE_PASSPHRASE": PASSPHRASE,
+        # the cases are about other refusals: without a terminal, prod's approval gate would
+        # refuse every `up` first (the case "up-prod-without-terminal" turns it back on)
+        "STACKFLOW_APPROVAL_REQUIRED": "false",
     }
     workdir = base / "work"
     workdir.mkdir()
@@ -295,6 +298,28 @@ CASES = [
         ("destroy",),
         2,
         rf"environment '{ENVIRONMENT}' is prod: destroying it needs explicit confirmation \(CLI: --yes",
+    ),
+    Case(
+        "up-prod-without-terminal",
+        ("up",),
+        2,
+        rf"{ENVIRONMENT} is a protected environment: `up` shows its plan and waits for approval, "
+        r"and there is no terminal to ask\n  what to do: .*add --yes",
+        env={"STACKFLOW_APPROVAL_REQUIRED": None},
+    ),
+    Case(
+        "up-prod-json-without-yes",
+        ("up", "--json"),
+        2,
+        r"no terminal to ask \(--json is for scripts\)",
+        env={"STACKFLOW_APPROVAL_REQUIRED": None},
+    ),
+    Case(
+        "approval-timeout-too-short",
+        ("up",),
+        2,
+        r"STACKFLOW_APPROVAL_TIMEOUT_S: .*greater than or equal to",
+        env={"STACKFLOW_APPROVAL_TIMEOUT_S": "1"},
     ),
     # secrets and backends
     Case(

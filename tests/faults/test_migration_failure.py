@@ -49,8 +49,10 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     # the later runs call the CLI's main() in this process: the same code, without the start-up
     second = fault_env.main("up", "--env", env, env=migrations)
     assert second.returncode == 1, second
-    last_line = second.stderr.strip().splitlines()[-1]  # in-process: nothing prints after it
+    # in-process nothing prints after the reason and what to do
+    *_, last_line, to_do = second.stderr.strip().splitlines()
     assert last_line == second.error_line, second
+    assert to_do.startswith("  what to do: ") and "Traceback" not in second.output, second
     assert str(bad) in last_line and "failed in an earlier run" in last_line, second
     assert "migrate --repair" in last_line, second
     assert "engine operations: 0;" in second.stdout, second  # the stacks were up to date

@@ -512,8 +512,10 @@ def test_destroying_prod_is_refused_before_anything_is_deleted(real: dict[str, A
     deletes anything, naming deletion protection, and moto (standing in for AWS) refuses a direct
     delete with AWS's own error code."""
     prod = unique("prod")
-    up = cli(real["env"], "up", "--env", prod, "--stacks", "networking,database")
+    # prod's `up` waits for approval of its plan: --yes approves the plan it prints
+    up = cli(real["env"], "up", "--env", prod, "--stacks", "networking,database", "--yes")
     assert up.returncode == 0, up.stdout + up.stderr
+    assert "approval (round 1): approved via command line --yes" in up.stdout, up.stdout
 
     refused = cli(real["env"], "destroy", "--env", prod, "--yes")
     assert refused.returncode != 0
