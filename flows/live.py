@@ -126,7 +126,7 @@ class Board:
             return []
         if isinstance(event, ResourceProgress):
             node = self.nodes.setdefault(event.node, _Node())
-            if event.status == "started" and event.change in _VERB:
+            if event.status == "started" and event.change in _VERB and _counted(event.type):
                 label = f"{_VERB[event.change]} {event.type} {event.name}"
                 node.active[event.urn] = (label, time.monotonic())
             elif event.status in ("done", "failed"):
@@ -173,7 +173,7 @@ class Board:
                 moment = datetime.fromtimestamp(node.next_attempt_at).strftime("%H:%M:%S")
                 when = f"; attempt {node.attempt + 1} at {moment}"
                 when += f" (in {elapsed(node.next_attempt_at - time.time())})"
-            return f"attempt {node.attempt} failed: {_short(node.detail)}{when}"
+            return f"attempt {node.attempt} failed: {headline(node.detail)}{when}"
         if state is NodeState.DONE:
             what = (
                 describe_changes(node.changes, self.would)
@@ -184,7 +184,7 @@ class Board:
         if state is NodeState.SKIPPED:
             return f"{node.status or 'skipped'}" + (f": {node.detail}" if node.detail else "")
         if state is NodeState.FAILED:
-            return f"failed{took}: {_short(node.detail)}"
+            return f"failed{took}: {headline(node.detail)}"
         return f"{state.value}" + (f": {_short(node.detail)}" if node.detail else "")
 
     @staticmethod
@@ -274,6 +274,14 @@ class Board:
         if state is NodeState.RETRYING:
             return self._words("", node)
         return node.detail
+
+
+def headline(reason: str) -> str:
+    """A failure's reason without the engine's lines it quotes: `AWS throttled the requests
+    (Throttling on EC2 CreateVpc)` (the summary and the log keep the rest)."""
+    flat = " ".join(reason.split())
+    cut = flat.find("): ")
+    return _short(flat[: cut + 1] if cut > 0 else flat)
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -315,10 +315,10 @@ class ApprovalSettings(_Section):
     )
     timeout_s: int = Field(
         3600,
-        ge=30,
+        ge=10,
         le=7 * 24 * 3600,
         description="How long a run waits for a decision before it ends, nothing applied "
-        "(seconds, 30 s to 7 days).",
+        "(seconds, 10 s to 7 days).",
     )
 
 

@@ -1,0 +1,301 @@
+"""The approval gate of a protected environment, on the real Pulumi engine and the session's
+**local cloud** (moto on loopback, not AWS) with the environment's own MariaDB: one `prod-*`
+environment is deployed once for the module (approved with --yes), then each test plans a change
+and decides: at a terminal, from another thread as the UI's form would, or not at all."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stackflow import exits
+from tests.faults.helpers import schema_history
+from tests.realenv import ROOT, RUN_PY, cli, outputs, process_env, real_variables, unique
+from tests.terminal import Terminal
+
+pytestmark = pytest.mark.integration
+ENVIRONMENT = unique("prod")
+CREATE_SCRATCH = "CREATE TABLE scratch (id INT PRIMARY KEY, note VARCHAR(40));\n"
+DROP_SCRATCH = "DROP TABLE scratch;\n"
+
+
+@dataclass
+class Prod:
+    variables: dict[str, str]
+    env: dict[str, str]
+    migrations: Path
+    first: subprocess.CompletedProcess[str]
+    cloud: Any
+
+    def service(self) -> dict[str, Any]:
+        """The app's ECS service as the local cloud holds it."""
+        app = outputs(self.variables, ENVIRONMENT)["app"]
+        ecs = self.cloud.client("ecs")
+        [service] = ecs.describe_services(
+            cluster=app["cluster_name"], services=[app["service_name"]]
+        )["services"]
+        return dict(service)
+
+    def task_cpu(self) -> str:
+        arn = self.service()["taskDefinition"]
+        return str(
+            self.cloud.client("ecs").describe_task_definition(taskDefinition=arn)["taskDefinition"][
+                "cpu"
+            ]
+        )
+
+    def history(self) -> list[int]:
+        """Versions applied to the environment's own database."""
+        from pydantic import SecretStr
+
+        from stackflow.settings import MysqlTarget
+
+        db = outputs(self.variables, ENVIRONMENT)["database"]
+        target = MysqlTarget(
+            db["host"], int(db["port"]), db["user"], SecretStr(db["password"]), db["database"]
+        )
+        return [r.version for r in schema_history(target) if r.success]
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_server: Any) -> Prod:
+    """prod-* deployed once with `up --yes --json`: the plan is printed, approved at this command
+    line, and applied; migrations come from a folder of the module's own."""
+    base = tmp_path_factory.mktemp("approval")
+    migrations = base / "migrations"
+    migrations.mkdir()
+    (migrations / "V001__create_hello.sql").write_text("CREATE TABLE hello (id INT PRIMARY KEY);\n")
+    variables = real_variables(base / "state", local_cloud, prefect_server) | {
+        "STACKFLOW_MIGRATIONS_DIR": str(migrations)
+    }
+    env = process_env(variables)
+    first = cli(env, "up", "--env", ENVIRONMENT, "--yes", "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    return Prod(variables, env, migrations, first, local_cloud)
+
+
+def test_the_first_up_with_yes_prints_the_plan_and_records_who_approved_it(prod: Prod) -> None:
+    """Local cloud: the plan shows every stack's creates (database and app against placeholders
+    of their upstream) and the file to migrate on a database not deployed yet; the JSON summary
+    records the approval: at the command line with --yes, by this user on this host."""
+    summary = json.loads(prod.first.stdout)
+    err = prod.first.stderr
+    assert f"plan for {ENVIRONMENT}  [local cloud: moto on loopback" in err
+    assert re.search(rf"{ENVIRONMENT}/networking: \d+ to create, 0 to update", err), err
+    assert "migrations: 1 pending on (database not deployed yet)" in err
+    assert "V001__create_hello.sql  (1 statements" in err
+    assert "approved with --yes: applying it" in err
+    [approval] = summary["approvals"]
+    assert approval["decision"] == "approved" and approval["round"] == 1
+    assert re.fullmatch(r"command line --yes \(\S+@\S+\)", approval["via"]), approval
+    assert {s["stack"]: s["status"] for s in summary["stacks"]} == {
+        "networking": "updated",
+        "database": "updated",
+        "migrate": "migrated",
+        "app": "updated",
+        "verify": "healthy",
+    }
+    assert not list((Path(prod.variables["STACKFLOW_STATE_DIR"]) / "plans").rglob("*.json"))
+
+
+def test_at_a_terminal_a_rejection_applies_nothing_and_an_approval_applies_the_plan(
+    prod: Prod,
+) -> None:
+    """Local cloud: with the app's desired count changed, `up` in a terminal shows the change and
+    asks. `no` with a reason: exit 4, the flow run ends Cancelled as "Rejected" with the reason,
+    the service is untouched. `yes`: the one previewed update is applied under its plan (one
+    preview, one up), and the cloud has the new count."""
+    from prefect.client.orchestration import get_client
+
+    assert prod.service()["desiredCount"] == 2  # prod's profile
+    env = prod.env | {"STACKFLOW_APP_DESIRED_COUNT": "3"}
+
+    def asked(*answers: str) -> Terminal:
+        term = Terminal([sys.executable, str(RUN_PY), "up", "--env", ENVIRONMENT], env, ROOT)
+        term.wait_for(r"Type yes to apply it, no to reject it", timeout=180)
+        for text in answers:
+            term.send(text.encode() + b"\n")
+            if text == "no":
+                term.wait_for(r"reason \(recorded with the decision\): ", timeout=10)
+        term.wait(timeout=180)
+        return term
+
+    rejected = asked("no", "change freeze until Monday")
+    text = rejected.text
+    assert rejected.code == exits.REJECTED, text[-3000:]
+    assert re.search(r"~ aws:ecs/service:Service  app\s+desiredCount: 2 => 3", text), text
+    assert "migrations: none pending on" in text
+    assert "rejected: nothing will be applied" in text
+    assert re.search(
+        r"^error: the plan for \S+ was rejected: nothing was applied .*change freeze until Monday",
+        text,
+        re.M,
+    ), text
+    assert prod.service()["desiredCount"] == 2
+    run_id = re.findall(r"runs/flow-run/([0-9a-f-]{36})", text)[-1]
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(run_id).state
+        artifact = client.read_latest_artifacts(limit=50)
+    assert state is not None and state.type.value == "CANCELLED" and state.name == "Rejected"
+    assert "change freeze until Monday" in (state.message or "")
+    plans = [a for a in artifact if a.key == f"plan-{ENVIRONMENT}"]
+    assert plans and "desiredCount: 2 => 3" in str(plans[0].data)
+
+    approved = asked("yes")
+    text = approved.text
+    assert approved.code == exits.OK, text[-3000:]
+    assert "approved: applying it" in text
+    assert re.search(r"^app\s+updated\s", text, re.M), text
+    assert "engine operations: 2;" in text  # the plan's preview, then the up under it
+    assert prod.service()["desiredCount"] == 3
+
+
+def _in_process(prod: Prod, monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
+    for key, value in (prod.variables | extra).items():
+        monkeypatch.setenv(key, value)
+
+
+def _deploy_answering(
+    on_request: Callable[[Any], bool | None],
+) -> tuple[Any, list[Any]]:
+    """Run the deploy flow in a thread of this process; `on_request(event)` is called for each
+    approval request (in the flow's thread) and answers it: True approves, False rejects, None
+    leaves it unanswered. Returns the final state and the requests seen."""
+    from flows.approval import answer
+    from flows.pipeline import deploy
+    from stackflow.progress import ApprovalRequested, hub
+
+    requests: list[Any] = []
+    result: dict[str, Any] = {}
+
+    def seen(event: Any) -> None:
+        if isinstance(event, ApprovalRequested):
+            requests.append(event)
+            verdict = on_request(event)
+            if verdict is not None:
+                threading.Thread(
+                    target=answer,
+                    args=(event.flow_run_id, verdict, f"test round {event.plan.round}"),
+                    daemon=True,
+                ).start()
+
+    def run() -> None:
+        result["state"] = deploy(environment=ENVIRONMENT, return_state=True)
+
+    with hub().subscribed(seen):
+        worker = threading.Thread(target=contextvars.copy_context().run, args=(run,))
+        worker.start()
+        worker.join(timeout=600)
+    assert "state" in result, "the deploy flow did not end"
+    return result["state"], requests
+
+
+def test_a_run_with_nothing_to_change_asks_nobody(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local cloud: the UI's or a schedule's deploy of an up-to-date prod plans, finds nothing to
+    change, and completes without pausing: no approval, no engine operation."""
+    deployed = str(prod.service()["desiredCount"])  # as the cloud has it: nothing to change
+    _in_process(prod, monkeypatch, STACKFLOW_APP_DESIRED_COUNT=deployed)
+    state, requests = _deploy_answering(lambda _: True)
+    assert state.is_completed(), state
+    summary = state.result()
+    assert requests == [] and summary["approvals"] == [] and summary["engine_calls"] == []
+
+
+def test_files_added_while_the_approval_waited_are_planned_and_asked_again(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local cloud: round 1 shows V002 pending; while it waits, V003 (a DROP TABLE) is added and
+    round 1 is approved. The run re-checks the files before applying anything, asks again
+    (round 2: both files, the DROP flagged destructive), and on approval applies both: approved
+    findings are allowed in prod."""
+    deployed = str(prod.service()["desiredCount"])  # only the files change
+    _in_process(prod, monkeypatch, STACKFLOW_APP_DESIRED_COUNT=deployed)
+    (prod.migrations / "V002__create_scratch.sql").write_text(CREATE_SCRATCH)
+
+    def decide(event: Any) -> bool:
+        if event.plan.round == 1:
+            (prod.migrations / "V003__drop_scratch.sql").write_text(DROP_SCRATCH)
+        return True
+
+    state, requests = _deploy_answering(decide)
+    assert state.is_completed(), state
+    assert [r.plan.round for r in requests] == [1, 2]
+    first, second = (r.plan for r in requests)
+    assert [p.version for p in first.migrations.pending] == [2]
+    assert [p.version for p in second.migrations.pending] == [2, 3]
+    assert "added: V3" in second.why_again
+    [finding] = second.migrations.pending[1].findings
+    assert finding.kind == "drop_table" and not finding.allowed
+    summary = state.result()
+    assert [a["round"] for a in summary["approvals"]] == [1, 2]
+    assert prod.history() == [1, 2, 3]
+
+
+def test_a_stack_changed_while_the_approval_waited_stops_the_run_and_asks_again(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local cloud: round 1 approves a new desired count for the app; meanwhile another run
+    deploys the app with more CPU. Applying round 1's plan, Pulumi finds the task definition
+    would be replaced, which the plan does not allow: the run stops there and asks again
+    (round 2 shows the replacement), and on approval applies it."""
+    _in_process(prod, monkeypatch, STACKFLOW_APP_DESIRED_COUNT="4")
+
+    def decide(event: Any) -> bool:
+        if event.plan.round == 1:
+            other = cli(
+                prod.env | {"STACKFLOW_APP_CPU": "512", "STACKFLOW_APP_DESIRED_COUNT": "3"},
+                "up",
+                "--env",
+                ENVIRONMENT,
+                "--stacks",
+                "app",
+                "--yes",
+            )
+            assert other.returncode == 0, other.stdout + other.stderr
+            assert prod.task_cpu() == "512"
+        return True
+
+    state, requests = _deploy_answering(decide)
+    assert state.is_completed(), state
+    assert [r.plan.round for r in requests] == [1, 2]
+    assert "changed while it was applied" in requests[1].plan.why_again
+    assert "stack '" in requests[1].plan.why_again and "/app'" in requests[1].plan.why_again
+    replaced = {r.type: r.change for r in requests[1].plan.stack("app").resources}
+    assert replaced["aws:ecs/taskDefinition:TaskDefinition"] == "replace"
+    assert prod.service()["desiredCount"] == 4 and prod.task_cpu() == "256"
+
+
+def test_no_decision_in_time_ends_the_run_with_nothing_applied(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local cloud: nobody answers within STACKFLOW_APPROVAL_TIMEOUT_S (10 s here): the flow run
+    ends Cancelled as "ApprovalExpired", says so, and nothing was applied."""
+    before = prod.service()["desiredCount"]
+    _in_process(
+        prod,
+        monkeypatch,
+        STACKFLOW_APP_DESIRED_COUNT=str(before + 1),
+        STACKFLOW_APPROVAL_TIMEOUT_S="10",
+    )
+    state, requests = _deploy_answering(lambda _: None)
+    assert len(requests) == 1
+    assert state.type.value == "CANCELLED" and state.name == "ApprovalExpired", state
+    assert "nothing was applied" in (state.message or "")
+    summary = state.result(raise_on_failure=False)
+    assert summary["approvals"][0]["decision"] == "expired"
+    assert prod.service()["desiredCount"] == before
