@@ -167,12 +167,11 @@ class DeployPlan:
 
     def markdown(self) -> str:
         """The plan for the Prefect artifact and the approval form (tables: the UI renders them)."""
-        where = (
-            " — **local cloud** (moto's AWS APIs on loopback: nothing is deployed to AWS)"
-            if self.target == "local cloud"
-            else ""
-        )
-        parts = [f"# Plan for `{self.environment}`{where}\n"]
+        parts = [f"# Plan for `{self.environment}`\n"]
+        if self.target == "local cloud":
+            parts.append(
+                "On the **local cloud** (moto's AWS APIs on loopback): nothing is deployed to AWS.\n"
+            )
         if self.why_again:
             parts.append(f"**Asked again (round {self.round}):** {_cell(self.why_again)}\n")
         parts.append(

@@ -6,82 +6,23 @@ really run."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import save_screenshot
-from tests.realenv import outputs, real_variables
+from tests.e2e.serving import RUN_TIMEOUT_S, Served, runs_of, serving, wait_for_final
+from tests.realenv import outputs
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-SERVED = ("deploy/dev", "preview/dev", "destroy/dev", "drift/dev", "cleanup-expired/hourly")
-RUN_TIMEOUT_S = 180
-
-
-@dataclass
-class Served:
-    process: subprocess.Popen[bytes]
-    log: Path
-    env: dict[str, str]
-    state_dir: Path
-    variables: dict[str, str]
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-chars:]
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop the serve process and the flow-run processes it started (its process group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
-def _wait_until_served(served: Served, started: datetime, timeout: float = 90.0) -> None:
-    """Every deployment registered by this process and polled by its runner."""
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while time.monotonic() < deadline:
-            if served.process.poll() is not None:
-                pytest.fail(
-                    f"serve.py exited with {served.process.returncode}:\n{served.log_tail()}"
-                )
-            try:
-                found = [client.read_deployment_by_name(name) for name in SERVED]
-            except ObjectNotFound:
-                found = []
-            if found and all(
-                d.updated is not None
-                and d.updated >= started
-                and d.last_polled is not None
-                and d.last_polled >= started
-                and not d.paused
-                for d in found
-            ):
-                return
-            time.sleep(0.5)
-    pytest.fail(f"deployments were not served within {timeout:.0f}s:\n{served.log_tail()}")
 
 
 @pytest.fixture(scope="module")
@@ -89,54 +30,8 @@ def served(
     prefect_server: Any, local_cloud: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     """`python deployments/serve.py --env dev` with its own state folder, on the local cloud."""
-    home = tmp_path_factory.mktemp("e2e-serve")
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
-    }
-    env.update(real_variables(home / "state", local_cloud, prefect_server))
-    env["PREFECT_HOME"] = str(home / "prefect-home")
-    log = home / "serve.log"
-    started = datetime.now(UTC) - timedelta(seconds=1)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, str(ROOT / "deployments" / "serve.py"), "--env", "dev"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group, stopped as a whole
-        )
-    variables = {k: v for k, v in env.items() if k.startswith("STACKFLOW_")}
-    result = Served(process, log, env, home / "state", variables)
-    try:
-        _wait_until_served(result, started)
-        yield result
-    finally:
-        _stop(process)
-
-
-def _runs_of(client: Any, deployment_id: Any) -> list[Any]:
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
-    from prefect.client.schemas.sorting import FlowRunSort
-
-    return list(
-        client.read_flow_runs(
-            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
-            sort=FlowRunSort.EXPECTED_START_TIME_DESC,
-            limit=200,
-        )
-    )
-
-
-def _wait_for_final(client: Any, flow_run_id: Any, served: Served) -> Any:
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while time.monotonic() < deadline:
-        run = client.read_flow_run(flow_run_id)
-        if run.state is not None and run.state.is_final():
-            return run
-        time.sleep(1)
-    pytest.fail(f"flow run {flow_run_id} not finished after {RUN_TIMEOUT_S}s:\n{served.log_tail()}")
+    with serving("dev", tmp_path_factory.mktemp("e2e-serve"), local_cloud, prefect_server) as it:
+        yield it
 
 
 def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summary(
@@ -150,7 +45,7 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
     url = prefect_server.url
     with get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("deploy/dev")
-        before = {r.id for r in _runs_of(client, deployment.id)}
+        before = {r.id for r in runs_of(client, deployment.id)}
 
         # Deployments list -> the `dev` deployment of the `deploy` flow
         page.goto(f"{url}/deployments")
@@ -193,10 +88,10 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
         deadline = time.monotonic() + 30
         new: list[Any] = []
         while not new and time.monotonic() < deadline:
-            new = [r for r in _runs_of(client, deployment.id) if r.id not in before]
+            new = [r for r in runs_of(client, deployment.id) if r.id not in before]
             time.sleep(0.5)
         assert len(new) == 1, f"Quick run created {len(new)} flow runs"
-        run = _wait_for_final(client, new[0].id, served)
+        run = wait_for_final(client, new[0].id, served)
         assert run.state.is_completed(), (
             f"{run.state.name}: {run.state.message}\n{served.log_tail()}"
         )

@@ -82,7 +82,7 @@ def test_the_plan_reads_the_same_on_the_terminal_in_markdown_and_as_data() -> No
     assert "desiredCount: 1 => 2" in text
     assert "! DESTRUCTIVE: statement 1: drop table: DROP TABLE old_things" in text
     md = plan.markdown()
-    assert "# Plan for `prod-1` — **local cloud**" in md
+    assert md.startswith("# Plan for `prod-1`\n\nOn the **local cloud**")
     assert "| app | changes | 0 | 1 | 0 | 0 | — |" in md
     assert "| app | update | `aws:ecs/service:Service` | app | desiredCount: 1 => 2 |" in md
     assert "| `V004__drop_old.sql` | 2 | `abababababab` | **statement 1: drop table**" in md
