@@ -58,6 +58,10 @@ DOCUMENTED = {
     "aws-auth-failure": Documented(
         False, "aws-credentials", ("AuthFailure on EC2 CreateVpc", "STACKFLOW_AWS_PROFILE")
     ),
+    "plan-violated": Documented(False, "plan-changed", ("approved update plan does not allow",)),
+    "plan-unexpected-step": Documented(
+        False, "plan-changed", ("approved update plan does not allow",)
+    ),
 }
 FIXTURES = fixtures()
 
@@ -107,6 +111,24 @@ def test_fixture_header_names_its_command_and_the_pinned_cli(case: str) -> None:
     # Another CLI version may print other words: re-capture after a bump of the pulumi pin.
     assert header["pulumi CLI"].startswith(f"v{version('pulumi')} ")
     assert header["date"] and header["replaced"]
+
+
+def test_a_violated_plan_is_plan_changed_and_never_repeats_the_values_pulumi_printed() -> None:
+    """Pulumi prints both values of a property that differs from the plan, secrets included
+    (here a tag made with Output.secret): the error keeps the property's name, never a value,
+    even when the redactor does not know them."""
+    from stackflow.errors import PlanChanged
+    from tests.fixtures.capture_cli_texts import ACTUAL_SECRET, PLANNED_SECRET
+
+    fixture = text_of("plan-violated")
+    assert PLANNED_SECRET in fixture.text and ACTUAL_SECRET in fixture.text  # as Pulumi said it
+    error = classify(fixture.command_error(), "prod/networking", Redactor())
+    assert isinstance(error, PlanChanged)
+    assert "violates plan: properties changed: tags (values not shown)" in error.reason
+    assert PLANNED_SECRET not in str(error) and ACTUAL_SECRET not in str(error)
+    step = classify(text_of("plan-unexpected-step").command_error(), "prod/app", Redactor())
+    assert isinstance(step, PlanChanged)
+    assert "create is not allowed by the plan: no steps were expected" in step.reason
 
 
 def test_only_the_lock_fixture_is_a_lock_conflict() -> None:
