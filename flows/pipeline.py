@@ -46,7 +46,7 @@ from stackflow.errors import (
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
 from stackflow.migrations import MigrationPlanChanged, offline_plan, pending_plan
-from stackflow.plan import DeployPlan, StackPlan
+from stackflow.plan import DeployPlan, StackPlan, migration_lines, migrations_dict
 from stackflow.progress import NodeState, RunStarted
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
@@ -144,6 +144,7 @@ class PipelineSummary:
     target: str = ""  # "local cloud" or "AWS": every report names it
     ui_url: str | None = None  # the flow run's page in the Prefect UI
     approvals: list[Decision] = field(default_factory=list)  # a gated up's decisions, in order
+    migrations: dict[str, Any] | None = None  # a preview's pending migrations (migrations_dict)
     stopped: str = ""  # why a run stopped on purpose (rejected, expired, interrupted)
 
     def as_dict(self) -> dict[str, Any]:
@@ -172,6 +173,7 @@ class PipelineSummary:
             ],
             "ui_url": self.ui_url,
             "approvals": [d.as_dict() for d in self.approvals],
+            "migrations": self.migrations,
             "stopped": self.stopped,
         }
 
@@ -210,6 +212,7 @@ class PipelineSummary:
             + self.story_markdown()
             + self.approvals_markdown()
             + self.changes_markdown()
+            + self.migrations_markdown()
             + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "")
             + "\n"
         )
@@ -238,6 +241,13 @@ class PipelineSummary:
             if o.healed:
                 lines.append(f"- **{o.node}**: {o.healed}")
         return "\n\n## Retries and recoveries\n\n" + "\n".join(lines) if lines else ""
+
+    def migrations_markdown(self) -> str:
+        """A preview's pending migrations: files, findings, statements."""
+        if self.migrations is None:
+            return ""
+        lines = migration_lines(self.migrations)
+        return "\n\n## Migrations\n\n" + "\n".join(f"    {line}" for line in lines)
 
     def approvals_markdown(self) -> str:
         """Each approval decision: what, by whom where known, through what, when, why."""
@@ -576,6 +586,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         else:
             _started(ctx, summary, op.value, nodes)
             walk = _walk(ctx, request, nodes, op)
+            if op is Operation.PREVIEW and "migrate" in selected and not walk.failed:
+                summary.migrations = _previewed_migrations(ctx, walk)
     summary.outcomes = walk.outcomes
     summary.failed = walk.failed or (walk.invalidated or None)
     summary.engine_calls = list(ctx.engine_calls)
@@ -760,6 +772,16 @@ def _migration_plan(ctx: RunContext, database: StackOutcome | None) -> tuple[Any
         return pending_plan(target, settings.migrations, protected), ""
     except DatabaseUnreachable as exc:
         raise MigrationError(f"the database cannot be read to plan its migrations: {exc}") from exc
+
+
+def _previewed_migrations(ctx: RunContext, walk: Walk) -> dict[str, Any]:
+    """What `migrate` would apply after this preview (read-only), or why it cannot be told."""
+    database = next((o for o in walk.outcomes if o.node == "database"), None)
+    try:
+        report, _ = _migration_plan(ctx, database)
+    except (MigrationError, TransientDatabaseError) as exc:
+        return migrations_dict(None, f"not read: {ctx.redactor(_describe(exc))}") or {}
+    return migrations_dict(report) or {}
 
 
 def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:

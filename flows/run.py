@@ -274,6 +274,12 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
             print(f"{s['stack']}: {s['healed']}")
     for line in preview_lines(summary):
         print(line)
+    if summary.get("migrations") is not None:
+        from stackflow.plan import migration_lines
+
+        print()
+        for line in migration_lines(summary["migrations"], statements=True):
+            print(line)
     for approval in summary.get("approvals") or []:
         who = f" by {approval['by']}" if approval.get("by") else ""
         why = f": {approval['reason']}" if approval.get("reason") else ""

@@ -99,29 +99,7 @@ class DeployPlan:
                 }
                 for s in self.stacks
             ],
-            "migrations": None
-            if migrations is None
-            else {
-                "database": migrations.database,
-                "already_applied": migrations.already_applied,
-                "pending": [
-                    {
-                        "version": p.version,
-                        "file": p.name,
-                        "checksum": p.checksum,
-                        "statements": len(p.statements),
-                        "findings": [
-                            {
-                                "finding": f.describe(),
-                                "allowed": f.allowed,
-                                "sql": _one_line(f.text),
-                            }
-                            for f in p.findings
-                        ],
-                    }
-                    for p in migrations.pending
-                ],
-            },
+            "migrations": migrations_dict(migrations),
             "migrations_note": self.migrations_note,
         }
 
@@ -148,21 +126,7 @@ class DeployPlan:
             )
             out.extend(resource_lines(s.resources))
         out.append("")
-        out.extend(self._migration_lines())
-        return out
-
-    def _migration_lines(self) -> list[str]:
-        m = self.migrations
-        if m is None:
-            return [f"migrations: {self.migrations_note or 'not part of this run'}"]
-        if not m.pending:
-            return [f"migrations: none pending on {m.database} ({m.already_applied} applied)"]
-        out = [f"migrations: {len(m.pending)} pending on {m.database}"]
-        for p in m.pending:
-            out.append(f"  {p.name}  ({len(p.statements)} statements, sha256 {p.checksum[:12]})")
-            for f in p.findings:
-                flag = "allowed by its marker" if f.allowed else "DESTRUCTIVE"
-                out.append(f"     ! {flag}: {f.describe()}: {_one_line(f.text)}")
+        out.extend(migration_lines(migrations_dict(self.migrations), self.migrations_note))
         return out
 
     def markdown(self) -> str:
@@ -203,41 +167,92 @@ class DeployPlan:
                 )
         if len(changes) > 2:
             parts.append("## Resource changes\n\n" + "\n".join(changes) + "\n")
-        parts.append("## Migrations\n\n" + self._migrations_markdown())
+        parts.append(
+            "## Migrations\n\n" + migrations_markdown(self.migrations, self.migrations_note)
+        )
         return "\n".join(parts)
 
-    def _migrations_markdown(self) -> str:
-        m = self.migrations
-        if m is None:
-            return _cell(self.migrations_note or "not part of this run") + "\n"
-        if not m.pending:
-            return f"None pending on `{m.database}` ({m.already_applied} applied).\n"
-        rows = [
-            f"{len(m.pending)} pending on `{m.database}` ({m.already_applied} applied before).\n",
-            "| file | statements | sha256 | destructive findings |",
-            "|---|---|---|---|",
+
+def migration_lines(
+    data: dict[str, Any] | None, note: str = "", statements: bool = False
+) -> list[str]:
+    """The pending migrations (as `migrations_dict` gives them) as the terminal shows them;
+    `statements`: each statement too (a preview)."""
+    if data is None or "database" not in data:
+        return [f"migrations: {(data or {}).get('note') or note or 'not part of this run'}"]
+    pending = data["pending"]
+    if not pending:
+        return [
+            f"migrations: none pending on {data['database']} ({data['already_applied']} applied)"
         ]
-        for p in m.pending:
-            findings = "; ".join(
-                f"{'allowed by marker: ' if f.allowed else '**'}{f.describe()}"
-                f"{'' if f.allowed else '**'}: `{_cell(_one_line(f.text, 80))}`"
-                for f in p.findings
+    out = [f"migrations: {len(pending)} pending on {data['database']}"]
+    for p in pending:
+        count = len(p["statements"])
+        out.append(f"  {p['file']}  ({count} statements, sha256 {p['checksum'][:12]})")
+        for f in p["findings"]:
+            flag = "allowed by its marker" if f["allowed"] else "DESTRUCTIVE"
+            out.append(f"     ! {flag}: {f['finding']}: {f['sql']}")
+        if statements:
+            shown = p["statements"][:STATEMENTS_SHOWN]
+            out.extend(f"     {i:>3}. {_one_line(sql)}" for i, sql in enumerate(shown, 1))
+            if count > len(shown):
+                out.append(f"     ... and {count - len(shown)} more (migrate --dry-run)")
+    return out
+
+
+def migrations_markdown(m: MigrationPlanReport | None, note: str = "") -> str:
+    """The pending migrations for an artifact: files, checksums, findings, then statements."""
+    if m is None:
+        return _cell(note or "not part of this run") + "\n"
+    if not m.pending:
+        return f"None pending on `{m.database}` ({m.already_applied} applied).\n"
+    rows = [
+        f"{len(m.pending)} pending on `{m.database}` ({m.already_applied} applied before).\n",
+        "| file | statements | sha256 | destructive findings |",
+        "|---|---|---|---|",
+    ]
+    for p in m.pending:
+        findings = "; ".join(
+            f"{'allowed by marker: ' if f.allowed else '**'}{f.describe()}"
+            f"{'' if f.allowed else '**'}: `{_cell(_one_line(f.text, 80))}`"
+            for f in p.findings
+        )
+        rows.append(
+            f"| `{p.name}` | {len(p.statements)} | `{p.checksum[:12]}` | {findings or 'none'} |"
+        )
+    statements = []
+    for p in m.pending:
+        statements.append(f"\n**{p.name}**\n")
+        shown = p.statements[:STATEMENTS_SHOWN]
+        statements.extend(f"{i}. `{_cell(_one_line(sql, 100))}`" for i, sql in enumerate(shown, 1))
+        if len(p.statements) > len(shown):
+            statements.append(
+                f"\n... and {len(p.statements) - len(shown)} more (`migrate --dry-run` shows all)"
             )
-            rows.append(
-                f"| `{p.name}` | {len(p.statements)} | `{p.checksum[:12]}` | {findings or 'none'} |"
-            )
-        statements = []
-        for p in m.pending:
-            statements.append(f"\n**{p.name}**\n")
-            shown = p.statements[:STATEMENTS_SHOWN]
-            statements.extend(
-                f"{i}. `{_cell(_one_line(sql, 100))}`" for i, sql in enumerate(shown, 1)
-            )
-            if len(p.statements) > len(shown):
-                statements.append(
-                    f"\n... and {len(p.statements) - len(shown)} more (`migrate --dry-run` shows all)"
-                )
-        return "\n".join(rows) + "\n\n### Statements\n" + "\n".join(statements) + "\n"
+    return "\n".join(rows) + "\n\n### Statements\n" + "\n".join(statements) + "\n"
+
+
+def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, Any] | None:
+    """The pending migrations as data (`--json`, the plan's and the preview's summaries)."""
+    if m is None:
+        return None if not note else {"note": note, "pending": []}
+    return {
+        "database": m.database,
+        "already_applied": m.already_applied,
+        "pending": [
+            {
+                "version": p.version,
+                "file": p.name,
+                "checksum": p.checksum,
+                "statements": list(p.statements),
+                "findings": [
+                    {"finding": f.describe(), "allowed": f.allowed, "sql": _one_line(f.text)}
+                    for f in p.findings
+                ],
+            }
+            for p in m.pending
+        ],
+    }
 
 
 def resource_lines(resources: Iterable[ResourceChange]) -> list[str]:

@@ -161,6 +161,29 @@ def test_at_a_terminal_a_rejection_applies_nothing_and_an_approval_applies_the_p
     assert prod.service()["desiredCount"] == 3
 
 
+def test_a_preview_shows_the_statements_pending_migrations_would_run_and_changes_nothing(
+    prod: Prod,
+) -> None:
+    """Local cloud: `preview` (no approval needed) lists each pending file with its statements
+    and destructive findings, read from the environment's database, and applies nothing."""
+    extra = prod.migrations / "V009__preview_only.sql"
+    extra.write_text("CREATE TABLE later (id INT);\nDELETE FROM hello;\n")
+    try:
+        before = prod.history()
+        text = cli(prod.env, "preview", "--env", ENVIRONMENT)
+        data = cli(prod.env, "preview", "--env", ENVIRONMENT, "--json")
+    finally:
+        extra.unlink()
+    assert text.returncode == 0 and data.returncode == 0, text.stdout + text.stderr
+    assert re.search(r"^migrations: 1 pending on 127\.\S+:\d+/app$", text.stdout, re.M)
+    assert "  V009__preview_only.sql  (2 statements" in text.stdout
+    assert "! DESTRUCTIVE: statement 2: delete without where: DELETE FROM hello" in text.stdout
+    assert re.search(r"^\s+1\. CREATE TABLE later \(id INT\)$", text.stdout, re.M)
+    [pending] = json.loads(data.stdout)["migrations"]["pending"]
+    assert pending["version"] == 9 and pending["statements"][1] == "DELETE FROM hello"
+    assert prod.history() == before
+
+
 def _in_process(prod: Prod, monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
     for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
         monkeypatch.delenv(key)
