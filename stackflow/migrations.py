@@ -51,6 +51,7 @@ from stackflow.errors import (
 )
 from stackflow.migration_lint import (
     MARKER,
+    ColumnLookup,
     LintFinding,
     LiveColumn,
     destructive_ok_reason,
@@ -812,6 +813,25 @@ def _one_line(sql: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _pending(
+    m: Migration, statements: Sequence[Statement], columns: ColumnLookup | None, start: int
+) -> PendingMigration:
+    """A pending file as a plan shows it: its statements, and the findings from `start` on
+    (judged against the live schema's `columns`, when there is one)."""
+    findings = lint_statements(
+        [s for s in statements if s.number >= start], m.destructive_ok is not None, columns
+    )
+    return PendingMigration(
+        m.version,
+        m.filename,
+        m.description,
+        m.checksum,
+        [s.sql for s in statements],
+        findings,
+        start,
+    )
+
+
 def _checked(
     conn: MysqlConnection,
     target: MysqlTarget,
@@ -827,21 +847,7 @@ def _checked(
     for m in todo.pending:
         statements = prepared_statements(m, target.user, strip)
         check_sizes(m, statements, limit)
-        start = todo.resume.get(m.version, 1)
-        findings = lint_statements(
-            [s for s in statements if s.number >= start], m.destructive_ok is not None, columns
-        )
-        pending.append(
-            PendingMigration(
-                m.version,
-                m.filename,
-                m.description,
-                m.checksum,
-                [s.sql for s in statements],
-                findings,
-                start,
-            )
-        )
+        pending.append(_pending(m, statements, columns, todo.resume.get(m.version, 1)))
     return MigrationPlanReport(
         describe_target(target),
         pending,
@@ -899,17 +905,7 @@ def offline_plan(
     pending = []
     for m in migrations:
         statements = prepared_statements(m, user, settings.strip_definer)
-        findings = lint_statements(list(statements), m.destructive_ok is not None, None)
-        pending.append(
-            PendingMigration(
-                m.version,
-                m.filename,
-                m.description,
-                m.checksum,
-                [s.sql for s in statements],
-                findings,
-            )
-        )
+        pending.append(_pending(m, statements, None, 1))
     return MigrationPlanReport(
         "(database not deployed yet)", pending, 0, [], None, environment_protected
     )

@@ -208,10 +208,11 @@ def _deploy_answering(
         if isinstance(event, ApprovalRequested):
             requests.append(event)
             verdict = on_request(event)
-            if verdict is not None:
+            if verdict is not None:  # answered from another thread, as the UI's form is
                 threading.Thread(
-                    target=answer,
-                    args=(event.flow_run_id, verdict, f"test round {event.plan.round}"),
+                    # in this context: Prefect's settings (the session's server) live there
+                    target=contextvars.copy_context().run,
+                    args=(answer, event.flow_run_id, verdict, f"test round {event.plan.round}"),
                     daemon=True,
                 ).start()
 
