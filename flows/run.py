@@ -474,7 +474,11 @@ def _approve_here(request: Any, runner: _FlowRun, view: Any, args: argparse.Name
                 view.echo("approved: applying it")
                 break
             if reply in ("no", "n") or not line:
-                reason = "" if not line else _ask("reason (recorded with the decision): ")
+                reason = (
+                    _ask("reason (recorded with the decision): ")
+                    if line
+                    else "no answer: the terminal's input ended"
+                )
                 progress.answered_here(request.flow_run_id, command_line_identity())
                 answer(request.flow_run_id, False, reason or "rejected at the command line")
                 view.echo("rejected: nothing will be applied")
