@@ -183,7 +183,7 @@ class Gate:
     name="stack",
     task_run_name="{operation}-{node}",
     retries=3,
-    # no retry_jitter_factor: a run draws its jittered delays once (flows.pipeline.retry_delays),
+    # no retry_jitter_factor: a run draws its jittered delays once (flows.walk.retry_delays),
     # so the task can say when its next attempt starts
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
     retry_condition_fn=retry_if_transient,

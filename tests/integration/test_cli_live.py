@@ -193,7 +193,7 @@ def test_a_bug_prints_its_traceback_and_where_to_report_it(
     def broken(*_: Any, **__: Any) -> None:
         raise TypeError("planted for the test")
 
-    monkeypatch.setattr(flows.pipeline, "_walk", broken)
+    monkeypatch.setattr(flows.pipeline, "walk_graph", broken)
     code = main(["up", "--env", unique("dev"), "--stacks", "networking"])
     err = capsys.readouterr().err
     assert code == exits.BUG, err

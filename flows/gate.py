@@ -1,0 +1,249 @@
+"""The approval gate's rounds for `up` of a protected environment: plan (every targeted stack
+previewed, saving Pulumi's update plan; the pending migrations read), wait for a decision
+(flows.approval), then apply exactly what was approved, asking again when something changed
+meanwhile."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from prefect.artifacts import create_markdown_artifact
+from prefect.logging import get_run_logger
+
+from flows.approval import Decision, await_decision
+from flows.summary import ApprovalExpired, ApprovalRejected, PipelineSummary, publish
+from flows.walk import Walk, announce_phase, describe, stored_outcome, walk_graph
+from programs.database import DatabaseOutputs
+from stackflow.engine import Operation
+from stackflow.errors import (
+    DatabaseUnreachable,
+    MigrationError,
+    MissingOutputError,
+    TransientDatabaseError,
+)
+from stackflow.graph import GRAPH, NodeKind
+from stackflow.migrations import offline_plan, pending_plan
+from stackflow.plan import DeployPlan, StackPlan, migrations_dict
+from stackflow.settings import MysqlTarget
+from tasks.stacks import RunContext, StackOutcome
+
+MAX_APPROVAL_ROUNDS = 5  # a plan that keeps changing while people approve it needs a person to look
+
+
+def gated_up(
+    ctx: RunContext, nodes: list[str], summary: PipelineSummary, force: bool = False
+) -> Walk:
+    """`up` of a protected environment: plan, wait for approval, apply exactly what was approved.
+
+    The plan is every targeted stack's preview (saving Pulumi's update plan) and the pending
+    migrations with their findings. Nothing to change: no approval, the up runs (and skips). On
+    approval the migrations are checked again (a file added or edited meanwhile asks again), then
+    each stack is updated under its plan and the migrations run pinned to the approved checksums;
+    a stack or file that changed meanwhile stops the run there, and what remains is planned and
+    approved again. Rejected or not decided in time: nothing is applied.
+
+    Raises:
+        ApprovalRejected, ApprovalExpired: with the summary (nothing applied in that round).
+        PipelineFailed: the plan could not be built, or approvals kept being invalidated.
+    """
+    logger = get_run_logger()
+    settings = ctx.settings
+    started = time.monotonic()
+    root = settings.state_dir / "plans" / settings.environment / uuid.uuid4().hex[:12]
+    earlier: list[StackOutcome] = []
+    why_again = ""
+    try:
+        for round_ in range(1, MAX_APPROVAL_ROUNDS + 1):
+            plan_dir = root / f"round-{round_}"
+            plan_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+            announce_phase(
+                ctx, summary, "plan", [n for n in nodes if GRAPH[n].kind is NodeKind.STACK]
+            )
+            built = _build_plan(ctx, nodes, plan_dir, round_, why_again, force)
+            if isinstance(built, Walk):
+                built.outcomes = _merged(earlier, built.outcomes)
+                return built  # the plan could not be built: its failure says why
+            if built.empty:
+                logger.info("%s: nothing to change, no approval needed", settings.environment)
+                announce_phase(ctx, summary, "up", nodes)
+                walk = walk_graph(ctx, nodes, Operation.UP, force)
+                walk.outcomes = _merged(earlier, walk.outcomes)
+                return walk
+            create_markdown_artifact(
+                markdown=built.markdown(),
+                key=f"plan-{settings.environment}",
+                description=f"stackflow plan of {settings.environment} awaiting approval"
+                + (f" ({settings.target_label})" if settings.target_label != "AWS" else ""),
+            )
+            decision = await_decision(
+                built, settings.approval.timeout_s, ctx.progress, summary.ui_url
+            )
+            summary.approvals.append(decision)
+            if not decision.approved:
+                summary.outcomes = _merged(earlier, [_unapplied(n, decision) for n in nodes])
+                summary.stopped = decision.line()
+                summary.engine_calls = list(ctx.engine_calls)
+                summary.duration_s = time.monotonic() - started
+                publish(summary, settings)
+                error = ApprovalExpired if decision.expired else ApprovalRejected
+                raise error(
+                    f"the plan for {settings.environment} was {_verb(decision)}: nothing was "
+                    f"applied ({decision.line()})",
+                    summary.as_dict(),
+                )
+            moved = _moved_since(ctx, built)
+            if moved:
+                why_again = moved
+                logger.warning("%s: %s; planning again", settings.environment, moved)
+                continue
+            announce_phase(ctx, summary, "up", nodes)
+            walk = walk_graph(ctx, nodes, Operation.UP, force, built, plan_dir)
+            walk.outcomes = _merged(earlier, walk.outcomes)
+            if not walk.invalidated or walk.failed or walk.interrupted:
+                return walk
+            why_again = f"changed while it was applied: {walk.invalidated}"
+            logger.warning("%s: %s; planning again", settings.environment, why_again)
+            earlier = walk.outcomes
+        return Walk(
+            earlier,
+            failed=f"the plan of {settings.environment} changed {MAX_APPROVAL_ROUNDS} times while "
+            f"it was approved and applied (last: {why_again}): look at what keeps changing it",
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # plans hold ciphertexts and addresses
+
+
+def _build_plan(
+    ctx: RunContext,
+    nodes: list[str],
+    plan_dir: Path,
+    round_: int,
+    why_again: str,
+    force: bool,
+) -> DeployPlan | Walk:
+    """Preview every targeted stack (saving its update plan) and plan the migrations; a Walk
+    when a preview failed (the plan cannot be shown, so nothing can be approved)."""
+    stacks = [n for n in nodes if ctx.graph[n].kind is NodeKind.STACK]
+    walk = walk_graph(ctx, stacks, Operation.PREVIEW, force, plan_dir=plan_dir)
+    if walk.failed or walk.interrupted:
+        return walk
+    by_node = {o.node: o for o in walk.outcomes}
+    plans = tuple(
+        StackPlan(
+            o.node,
+            "unchanged"
+            if o.status == "unchanged"
+            else "changes"
+            if o.changes.changed
+            else "no changes",
+            o.changes,
+            o.resources,
+            o.plan_file,
+            o.fingerprint,
+            o.note or ("unchanged since its last successful up" if o.status == "unchanged" else ""),
+        )
+        for o in walk.outcomes
+    )
+    migrations, note = None, ""
+    if "migrate" in nodes:
+        try:
+            migrations, note = migration_plan(ctx, by_node.get("database"))
+        except (MigrationError, TransientDatabaseError) as exc:
+            return Walk(walk.outcomes, failed=f"migrate: {ctx.redactor(describe(exc))} (planning)")
+    return DeployPlan(
+        ctx.settings.environment,
+        ctx.settings.target_label,
+        plans,
+        migrations,
+        note,
+        round_,
+        why_again,
+    )
+
+
+def migration_plan(ctx: RunContext, database: StackOutcome | None) -> tuple[Any, str]:
+    """The pending migrations as the approval shows them: read from the environment's database
+    (read-only, nothing created), or every file when the database is not deployed yet."""
+    settings = ctx.settings
+    protected = True  # an approval shows findings whether or not they would block
+    if database is None:  # not targeted: its outputs come from state
+        try:
+            database = stored_outcome(ctx, "database")
+        except MissingOutputError:  # not deployed yet
+            database = StackOutcome("database", "read", "read", placeholder=True)
+    db = database.typed
+    if database.placeholder or not isinstance(db, DatabaseOutputs):
+        report = offline_plan(settings.migrations, protected, settings.database.username)
+        return report, ""
+    ctx.redactor.add(db.password.get_secret_value())
+    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    try:
+        return pending_plan(target, settings.migrations, protected), ""
+    except DatabaseUnreachable as exc:
+        raise MigrationError(f"the database cannot be read to plan its migrations: {exc}") from exc
+
+
+def previewed_migrations(ctx: RunContext, walk: Walk) -> dict[str, Any]:
+    """What `migrate` would apply after this preview (read-only), or why it cannot be told."""
+    database = next((o for o in walk.outcomes if o.node == "database"), None)
+    try:
+        report, _ = migration_plan(ctx, database)
+    except (MigrationError, TransientDatabaseError) as exc:
+        return migrations_dict(None, f"not read: {ctx.redactor(describe(exc))}") or {}
+    return migrations_dict(report) or {}
+
+
+def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:
+    """What changed in the migrations since `plan` was shown ("" if nothing): a file added,
+    edited or applied by someone else while the approval waited."""
+    if plan.migrations is None:
+        return ""
+    try:
+        now, _ = migration_plan(ctx, None)
+    except (MigrationError, TransientDatabaseError) as exc:
+        return f"the migrations could not be checked again ({ctx.redactor(describe(exc))})"
+    if now.pinned == plan.pinned:
+        return ""
+    added = sorted(set(now.pinned) - set(plan.pinned))
+    gone = sorted(set(plan.pinned) - set(now.pinned))
+    edited = sorted(
+        v for v in set(now.pinned) & set(plan.pinned) if now.pinned[v] != plan.pinned[v]
+    )
+    parts = [
+        f"{what}: {', '.join(f'V{v}' for v in versions)}"
+        for what, versions in (("added", added), ("no longer pending", gone), ("edited", edited))
+        if versions
+    ]
+    return "the pending migrations changed while the approval waited (" + "; ".join(parts) + ")"
+
+
+def _merged(earlier: list[StackOutcome], later: list[StackOutcome]) -> list[StackOutcome]:
+    """A node's outcome across approval rounds: the later one, unless it found nothing to do
+    where an earlier round had done something."""
+    before = {o.node: o for o in earlier}
+    merged = []
+    for o in later:
+        prior = before.get(o.node)
+        quiet = o.status in ("unchanged", "skipped", "not run")
+        merged.append(
+            prior if prior is not None and quiet and prior.status not in ("stopped",) else o
+        )
+    return merged
+
+
+def _unapplied(node: str, decision: Decision) -> StackOutcome:
+    return StackOutcome(node, "up", "not run", note=f"plan {_verb(decision)}: nothing applied")
+
+
+def _verb(decision: Decision) -> str:
+    return (
+        "approved"
+        if decision.approved
+        else "not decided in time"
+        if decision.expired
+        else "rejected"
+    )

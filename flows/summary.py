@@ -1,0 +1,262 @@
+"""How a run ended, as data and as reports: the exceptions a run ends with, its summary (secrets
+masked), and the summary published as a Prefect artifact and events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefect.artifacts import create_markdown_artifact
+from prefect.events import emit_event
+
+from flows.approval import Decision
+from stackflow.errors import StackflowError
+from stackflow.graph import GRAPH
+from stackflow.plan import migration_lines
+from stackflow.settings import Settings
+from tasks.stacks import StackOutcome
+
+
+class PipelineError(StackflowError):
+    """A run that ended badly; `summary` is its summary (secrets masked), to show what did happen."""
+
+    def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+    def __reduce__(self) -> tuple[Any, ...]:  # Prefect may pickle the exception with the state
+        return (type(self), (str(self), self.summary))
+
+
+class DriftDetected(PipelineError):
+    """A drift check found stacks whose cloud resources differ from their state."""
+
+
+class PipelineFailed(PipelineError):
+    """A node of the pipeline failed; the message names it and why."""
+
+
+class RunStopped(PipelineError):
+    """A run that ended on purpose with nothing (more) applied; the flow run ends Cancelled under
+    `state_name`."""
+
+    state_name = "Cancelled"
+
+
+class RunInterrupted(RunStopped):
+    """The run was interrupted (Ctrl-C at the command line that runs it)."""
+
+
+class ApprovalRejected(RunStopped):
+    """The plan was rejected: nothing was applied."""
+
+    state_name = "Rejected"
+
+
+class ApprovalExpired(RunStopped):
+    """Nobody approved or rejected the plan in time: nothing was applied."""
+
+    state_name = "ApprovalExpired"
+
+
+@dataclass
+class PipelineSummary:
+    """What a run did, per node, with every secret masked."""
+
+    environment: str
+    operation: str
+    engine: str
+    outcomes: list[StackOutcome] = field(default_factory=list)
+    failed: str | None = None
+    engine_calls: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    target: str = ""  # "local cloud" or "AWS": every report names it
+    ui_url: str | None = None  # the flow run's page in the Prefect UI
+    approvals: list[Decision] = field(default_factory=list)  # a gated up's decisions, in order
+    migrations: dict[str, Any] | None = None  # a preview's pending migrations (migrations_dict)
+    stopped: str = ""  # why a run stopped on purpose (rejected, expired, interrupted)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "environment": self.environment,
+            "operation": self.operation,
+            "engine": self.engine,
+            "target": self.target,
+            "failed": self.failed,
+            "engine_calls": list(self.engine_calls),
+            "duration_s": round(self.duration_s, 3),
+            "stacks": [
+                {
+                    "stack": o.node,
+                    "operation": o.operation,
+                    "status": o.status,
+                    "changes": o.changes.as_dict(),
+                    "duration_s": round(o.duration_s, 3),
+                    "outputs": o.shown_outputs(),
+                    "note": o.note,
+                    "retries": list(o.retries),
+                    "healed": o.healed,
+                    "resources": [r.as_dict() for r in o.resources],
+                }
+                for o in self.outcomes
+            ],
+            "ui_url": self.ui_url,
+            "approvals": [d.as_dict() for d in self.approvals],
+            "migrations": self.migrations,
+            "stopped": self.stopped,
+        }
+
+    def markdown(self) -> str:
+        where = (
+            " — **local cloud** (moto's AWS APIs on loopback: nothing was deployed to AWS)"
+            if self.target == "local cloud"
+            else ""
+        )
+        head = f"# {self.operation} `{self.environment}`{where}\n\n"
+        if self.failed:
+            head += f"**Failed:** {_cell(self.failed)}\n\n"
+        if self.stopped:
+            head += f"**Stopped:** {_cell(self.stopped)}\n\n"
+        rows = [
+            "| stack | operation | status | create | update | replace | delete | same | seconds | note |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for o in self.outcomes:
+            c = o.changes
+            rows.append(
+                f"| {o.node} | {o.operation} | {o.status} | {c.create} | {c.update} | {c.replace} | "
+                f"{c.delete} | {c.same} | {o.duration_s:.2f} | {o.note} |"
+            )
+        outs = []
+        for o in self.outcomes:
+            shown = o.shown_outputs()
+            if shown:
+                outs.append(f"\n**{o.node}**\n")
+                outs.extend(f"- `{k}`: `{v}`" for k, v in shown.items())
+        return (
+            head
+            + "\n".join(rows)
+            + "\n\n## Graph\n\n"
+            + self.graph_markdown()
+            + self.story_markdown()
+            + self.approvals_markdown()
+            + self.changes_markdown()
+            + self.migrations_markdown()
+            + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "")
+            + "\n"
+        )
+
+    def graph_markdown(self) -> str:
+        """The graph with each node's status, as a table: the Prefect UI's markdown renders
+        tables, not Mermaid. Nodes are listed by stage (a node's stage follows its upstream's)."""
+        status = {o.node: o.status for o in self.outcomes}
+        stage: dict[str, int] = {}
+        rows = ["| stage | node | status | needs |", "|---|---|---|---|"]
+        for name in GRAPH.order():
+            node = GRAPH[name]
+            stage[name] = 1 + max((stage[u] for u in node.upstream), default=0)
+            shown = status.get(name, "not in this run")
+            shown = f"**{shown}**" if shown in _ATTENTION else shown
+            needs = ", ".join(node.upstream) or "—"
+            rows.append(f"| {stage[name]} | **{name}** | {shown} | {needs} |")
+        return "\n".join(rows)
+
+    def story_markdown(self) -> str:
+        """Retries and recoveries: what the counts alone do not tell."""
+        lines = []
+        for o in self.outcomes:
+            for i, reason in enumerate(o.retries, 1):
+                lines.append(f"- **{o.node}**: attempt {i} failed and was retried: {_cell(reason)}")
+            if o.healed:
+                lines.append(f"- **{o.node}**: {o.healed}")
+        return "\n\n## Retries and recoveries\n\n" + "\n".join(lines) if lines else ""
+
+    def migrations_markdown(self) -> str:
+        """A preview's pending migrations: files, findings, statements."""
+        if self.migrations is None:
+            return ""
+        lines = migration_lines(self.migrations)
+        return "\n\n## Migrations\n\n" + "\n".join(f"    {line}" for line in lines)
+
+    def approvals_markdown(self) -> str:
+        """Each approval decision: what, by whom where known, through what, when, why."""
+        if not self.approvals:
+            return ""
+        lines = [f"- {_cell(d.line())}" for d in self.approvals]
+        return "\n\n## Approval\n\n" + "\n".join(lines)
+
+    def changes_markdown(self) -> str:
+        """Per resource, what a preview would change and which properties (values masked)."""
+        rows = []
+        for o in self.outcomes:
+            for r in o.resources:
+                props = ", ".join(
+                    f"`{p.name}`" + (" (forces replacement)" if p.forces_replacement else "")
+                    for p in r.properties
+                )
+                rows.append(f"| {o.node} | {r.change} | `{r.type}` | {r.name} | {props or '—'} |")
+        if not rows:
+            return ""
+        head = "| stack | change | type | resource | properties |\n|---|---|---|---|---|\n"
+        return "\n\n## Changes\n\n" + head + "\n".join(rows)
+
+
+# Statuses that need a reader's attention stand out; no emoji (fonts without them draw boxes)
+_ATTENTION = frozenset({"failed", "drift", "not run", "cancelled", "stopped"})
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one markdown table cell or list item."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def flow_run_url() -> str | None:
+    """This flow run's page in the Prefect UI (None outside a flow run or without a UI)."""
+    from prefect.runtime import flow_run
+    from prefect.utilities.urls import url_for
+
+    # prefect.runtime's ui_url points at /flow-runs/..., a page this UI version does not have
+    run_id = flow_run.id
+    return url_for("flow-run", obj_id=run_id) if run_id else None
+
+
+def publish(summary: PipelineSummary, settings: Settings) -> None:
+    """The summary as a markdown artifact and one Prefect event per stack."""
+    create_markdown_artifact(
+        markdown=summary.markdown(),
+        key=f"{summary.operation}-{summary.environment}",
+        description=f"stackflow {summary.operation} of {summary.environment}"
+        + (f" ({summary.target})" if summary.target != "AWS" else ""),
+    )
+    names = {
+        "updated": "stack.updated",
+        "failed": "stack.failed",
+        "drift": "drift.detected",
+        "previewed": "stack.previewed",
+        "destroyed": "stack.destroyed",
+    }
+    for o in summary.outcomes:
+        event = names.get(o.status)
+        if event is None:
+            continue
+        emit_event(
+            event=f"stackflow.{event}",
+            resource={
+                "prefect.resource.id": f"stackflow.stack.{summary.environment}.{o.node}",
+                "prefect.resource.name": f"{summary.environment}/{o.node}",
+                "stackflow.environment": summary.environment,
+                "stackflow.stack": o.node,
+            },
+            payload={
+                "operation": o.operation,
+                "changes": o.changes.as_dict(),
+                "target": summary.target,
+                "note": o.note,
+                "retries": list(o.retries),
+                **(
+                    {"resources": [r.as_dict() for r in o.resources]}
+                    if o.operation == "preview"
+                    else {}
+                ),
+            },
+        )
