@@ -51,8 +51,9 @@ class Decision:
     approved: bool
     reason: str
     decided_at: str  # ISO 8601, UTC
-    via: str  # "the Prefect UI or API", or "command line (user@host)"
-    by: str  # who, where Prefect knows it; "" where it does not
+    # "command line (user@host)" or "command line --yes (user@host)"; "the Prefect UI or API":
+    # a self-hosted Prefect server records no user for a resume, so there the channel is all
+    via: str
     expired: bool = False
     round: int = 1
 
@@ -62,16 +63,14 @@ class Decision:
             "reason": self.reason,
             "decided_at": self.decided_at,
             "via": self.via,
-            "by": self.by,
             "round": self.round,
         }
 
     def line(self) -> str:
         """One line for the terminal and the artifact."""
         what = "approved" if self.approved else "expired" if self.expired else "rejected"
-        who = f" by {self.by}" if self.by else ""
         why = f": {self.reason}" if self.reason else ""
-        return f"round {self.round}: {what}{who} via {self.via} at {self.decided_at}{why}"
+        return f"round {self.round}: {what} via {self.via} at {self.decided_at}{why}"
 
 
 def command_line_identity(yes: bool = False) -> str:
@@ -104,7 +103,6 @@ def await_decision(
         f": {ui_url}" if ui_url else "",
     )
     form = ApprovalInput.with_initial_data(description=plan.markdown())
-    now = _now
     try:
         answer = pause_flow_run(
             wait_for_input=form,
@@ -114,16 +112,14 @@ def await_decision(
         )
     except FlowPauseTimeout:
         decision = Decision(
-            False, f"no decision within {timeout_s}s", now(), "timeout", "", True, plan.round
+            False, f"no decision within {timeout_s}s", _now(), "timeout", True, plan.round
         )
     else:
-        here = progress.answer_for(run_id)
         decision = Decision(
             answer.decision == "approve",
             answer.reason.strip(),
-            now(),
-            here.via if here else VIA_UI,
-            "",  # a self-hosted Prefect server records no user for a resume
+            _now(),
+            progress.answer_for(run_id) or VIA_UI,
             False,
             plan.round,
         )
@@ -187,13 +183,12 @@ def _now() -> str:
 
 def _counts(plan: DeployPlan) -> dict[str, Any]:
     stacks = {s.node: s.changes.as_dict() for s in plan.stacks}
-    pending = len(plan.migrations.pending) if plan.migrations else 0
-    destructive = (
-        sum(1 for p in plan.migrations.pending for f in p.findings if not f.allowed)
-        if plan.migrations
-        else 0
-    )
-    return {"stacks": stacks, "pending_migrations": pending, "destructive_findings": destructive}
+    m = plan.migrations  # planned as protected: `blocking` is every unallowed finding
+    return {
+        "stacks": stacks,
+        "pending_migrations": len(m.pending) if m else 0,
+        "destructive_findings": len(m.blocking) if m else 0,
+    }
 
 
 def _emit(plan: DeployPlan, event: str, payload: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ from stackflow.errors import (
     TransientDatabaseError,
 )
 from stackflow.graph import GRAPH, NodeKind
-from stackflow.migrations import offline_plan, pending_plan
+from stackflow.migrations import MigrationPlanReport, offline_plan, pending_plan, pin_changes
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from stackflow.settings import MysqlTarget
 from tasks.stacks import RunContext, StackOutcome
@@ -59,6 +59,7 @@ def gated_up(
     try:
         for round_ in range(1, MAX_APPROVAL_ROUNDS + 1):
             plan_dir = root / f"round-{round_}"
+            # 0700: its update plans hold ciphertexts, ARNs and addresses, for this user only
             plan_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
             announce_phase(
                 ctx, summary, "plan", [n for n in nodes if GRAPH[n].kind is NodeKind.STACK]
@@ -88,7 +89,7 @@ def gated_up(
                 summary.stopped = decision.line()
                 summary.engine_calls = list(ctx.engine_calls)
                 summary.duration_s = time.monotonic() - started
-                publish(summary, settings)
+                publish(summary)
                 error = ApprovalExpired if decision.expired else ApprovalRejected
                 raise error(
                     f"the plan for {settings.environment} was {_verb(decision)}: nothing was "
@@ -148,24 +149,18 @@ def _build_plan(
         )
         for o in walk.outcomes
     )
-    migrations, note = None, ""
+    migrations = None
     if "migrate" in nodes:
         try:
-            migrations, note = migration_plan(ctx, by_node.get("database"))
+            migrations = migration_plan(ctx, by_node.get("database"))
         except (MigrationError, TransientDatabaseError) as exc:
             return Walk(walk.outcomes, failed=f"migrate: {ctx.redactor(describe(exc))} (planning)")
     return DeployPlan(
-        ctx.settings.environment,
-        ctx.settings.target_label,
-        plans,
-        migrations,
-        note,
-        round_,
-        why_again,
+        ctx.settings.environment, ctx.settings.target_label, plans, migrations, round_, why_again
     )
 
 
-def migration_plan(ctx: RunContext, database: StackOutcome | None) -> tuple[Any, str]:
+def migration_plan(ctx: RunContext, database: StackOutcome | None) -> MigrationPlanReport:
     """The pending migrations as the approval shows them: read from the environment's database
     (read-only, nothing created), or every file when the database is not deployed yet."""
     settings = ctx.settings
@@ -177,12 +172,11 @@ def migration_plan(ctx: RunContext, database: StackOutcome | None) -> tuple[Any,
             database = StackOutcome("database", "read", "read", placeholder=True)
     db = database.typed
     if database.placeholder or not isinstance(db, DatabaseOutputs):
-        report = offline_plan(settings.migrations, protected, settings.database.username)
-        return report, ""
+        return offline_plan(settings.migrations, protected, settings.database.username)
     ctx.redactor.add(db.password.get_secret_value())
     target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
     try:
-        return pending_plan(target, settings.migrations, protected), ""
+        return pending_plan(target, settings.migrations, protected)
     except DatabaseUnreachable as exc:
         raise MigrationError(f"the database cannot be read to plan its migrations: {exc}") from exc
 
@@ -191,7 +185,7 @@ def previewed_migrations(ctx: RunContext, walk: Walk) -> dict[str, Any]:
     """What `migrate` would apply after this preview (read-only), or why it cannot be told."""
     database = next((o for o in walk.outcomes if o.node == "database"), None)
     try:
-        report, _ = migration_plan(ctx, database)
+        report = migration_plan(ctx, database)
     except (MigrationError, TransientDatabaseError) as exc:
         return migrations_dict(None, f"not read: {ctx.redactor(describe(exc))}") or {}
     return migrations_dict(report) or {}
@@ -203,21 +197,13 @@ def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:
     if plan.migrations is None:
         return ""
     try:
-        now, _ = migration_plan(ctx, None)
+        now = migration_plan(ctx, None)
     except (MigrationError, TransientDatabaseError) as exc:
         return f"the migrations could not be checked again ({ctx.redactor(describe(exc))})"
-    if now.pinned == plan.pinned:
+    names = {p.version: p.name for p in now.pending}
+    parts = pin_changes(plan.pinned, now.pinned, {}, names)  # applied meanwhile: changed too
+    if not parts:
         return ""
-    added = sorted(set(now.pinned) - set(plan.pinned))
-    gone = sorted(set(plan.pinned) - set(now.pinned))
-    edited = sorted(
-        v for v in set(now.pinned) & set(plan.pinned) if now.pinned[v] != plan.pinned[v]
-    )
-    parts = [
-        f"{what}: {', '.join(f'V{v}' for v in versions)}"
-        for what, versions in (("added", added), ("no longer pending", gone), ("edited", edited))
-        if versions
-    ]
     return "the pending migrations changed while the approval waited (" + "; ".join(parts) + ")"
 
 

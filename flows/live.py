@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -105,6 +104,7 @@ class Board:
         self._lock = threading.Lock()
         self.nodes: dict[str, _Node] = {}
         self.title = ""
+        self.flow_run_id: str | None = None  # the run shown (to end it if the CLI must stop)
         self.started = time.monotonic()
         self.would = False  # the phase only looks (plan, preview): counts are what it would do
 
@@ -118,6 +118,7 @@ class Board:
             self.nodes = {name: _Node() for name in event.nodes}
             self.started = time.monotonic()
             self.title = f"{event.operation} {event.environment}  [{event.target}]"
+            self.flow_run_id = event.flow_run_id
             self.would = event.operation in ("plan", "preview", "drift")
             return [f"{self.title}: {', '.join(event.nodes)}"]
         if isinstance(event, ResourcesDeclared):
@@ -495,7 +496,3 @@ def routed_logs(log_file: Path, echo: Callable[[str], None] | None = None) -> It
             handler.close()
         for logger, handler in removed:
             logger.addHandler(handler)
-
-
-def stderr() -> TextIO:
-    return sys.stderr

@@ -137,7 +137,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     summary.duration_s = time.monotonic() - started
     if ended.interrupted and not summary.failed:
         summary.stopped = "interrupted: running operations were cancelled; nothing new started"
-    publish(summary, settings)
+    publish(summary)
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
     if summary.failed:

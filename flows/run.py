@@ -7,6 +7,7 @@ embedded one for the run. `--help` imports nothing heavy, so it answers at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -281,10 +282,9 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
         for line in migration_lines(summary["migrations"], statements=True):
             print(line)
     for approval in summary.get("approvals") or []:
-        who = f" by {approval['by']}" if approval.get("by") else ""
         why = f": {approval['reason']}" if approval.get("reason") else ""
         print(
-            f"approval (round {approval['round']}): {approval['decision']}{who} via "
+            f"approval (round {approval['round']}): {approval['decision']} via "
             f"{approval['via']} at {approval['decided_at']}{why}"
         )
     print(
@@ -296,14 +296,14 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
 
 def preview_lines(summary: dict[str, Any]) -> list[str]:
     """Per resource, what a preview would do and which properties change (values masked)."""
-    from stackflow.plan import resource_dict_lines
+    from stackflow.plan import resource_lines
 
     lines: list[str] = []
     for s in summary["stacks"]:
         resources = s.get("resources") or []
         if resources:
             lines.append(f"\n{summary['environment']}/{s['stack']}:")
-            lines.extend(resource_dict_lines(resources))
+            lines.extend(resource_lines(resources))
     return lines
 
 
@@ -350,8 +350,8 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
     with routed_logs(log_file, echo), view, progress.subscribed(view.on_event):
         runner = _FlowRun(FLOWS[args.command], kwargs)
         runner.start()
-        interrupted = _supervise(runner, view, args, settings)
-    return _report(runner, args, log_file, interrupted)
+        _supervise(runner, view, args)
+    return _report(runner, args, log_file)
 
 
 class _FlowRun:
@@ -382,9 +382,9 @@ class _FlowRun:
             self.done.set()
 
 
-def _supervise(runner: _FlowRun, view: Any, args: argparse.Namespace, settings: Any) -> bool:
+def _supervise(runner: _FlowRun, view: Any, args: argparse.Namespace) -> None:
     """Wait for the run; answer its approval requests; on Ctrl-C cancel it (once cleanly; a
-    second Ctrl-C stops at once). Returns whether it was interrupted."""
+    second Ctrl-C stops at once)."""
     from stackflow.progress import hub
 
     progress = hub()
@@ -393,7 +393,7 @@ def _supervise(runner: _FlowRun, view: Any, args: argparse.Namespace, settings: 
             request = view.take_approval()
             if request is not None:
                 _approve_here(request, runner, view, args)
-        return False
+        return
     except KeyboardInterrupt:
         pass
     # From a terminal, Ctrl-C reached our `pulumi` children too (one foreground process group):
@@ -405,10 +405,14 @@ def _supervise(runner: _FlowRun, view: Any, args: argparse.Namespace, settings: 
     )
     progress.cancel(interrupt=not from_terminal)
     waiting = view.take_approval() or view.approval_open
-    if waiting is not None:
-        _answer_quietly(
-            waiting.flow_run_id, "the command line that started the run was interrupted"
-        )
+    if waiting is not None:  # the run waits on this terminal: it ends now, nothing applied
+        with contextlib.suppress(Exception):
+            _decide(
+                waiting.flow_run_id,
+                False,
+                "the command line that started the run was interrupted",
+                timeout_s=5,
+            )
     try:
         while not runner.done.wait(0.1):
             pass
@@ -417,9 +421,8 @@ def _supervise(runner: _FlowRun, view: Any, args: argparse.Namespace, settings: 
             "stopped at once: the next run clears what the interrupted operations left (their "
             "locks and pending operations)"
         )
-        _cancel_flow_run_quietly()
+        _end_flow_run(view.board.flow_run_id)
         os._exit(exits.INTERRUPTED)
-    return True
 
 
 def _terminal_signalled() -> bool:
@@ -439,17 +442,14 @@ def _approve_here(request: Any, runner: _FlowRun, view: Any, args: argparse.Name
     an answer given meanwhile in the Prefect UI ends the question)."""
     import select
 
-    from flows.approval import answer, command_line_identity
-    from stackflow.progress import elapsed, hub
+    from stackflow.progress import elapsed
 
-    progress = hub()
     with view.paused():
         for line in request.plan.lines():
             view.echo(line)
         where = f" or in the Prefect UI: {request.ui_url}" if request.ui_url else ""
         if args.yes:
-            progress.answered_here(request.flow_run_id, command_line_identity(yes=True))
-            answer(request.flow_run_id, True, "approved with --yes at the command line")
+            _decide(request.flow_run_id, True, "approved with --yes at the command line", yes=True)
             view.echo("\napproved with --yes: applying it")
             return
         view.approval_open = request
@@ -469,8 +469,7 @@ def _approve_here(request: Any, runner: _FlowRun, view: Any, args: argparse.Name
             line = sys.stdin.readline()
             reply = line.strip().lower()
             if reply in ("yes", "y"):
-                progress.answered_here(request.flow_run_id, command_line_identity())
-                answer(request.flow_run_id, True, "approved at the command line")
+                _decide(request.flow_run_id, True, "approved at the command line")
                 view.echo("approved: applying it")
                 break
             if reply in ("no", "n") or not line:
@@ -479,8 +478,7 @@ def _approve_here(request: Any, runner: _FlowRun, view: Any, args: argparse.Name
                     if line
                     else "no answer: the terminal's input ended"
                 )
-                progress.answered_here(request.flow_run_id, command_line_identity())
-                answer(request.flow_run_id, False, reason or "rejected at the command line")
+                _decide(request.flow_run_id, False, reason or "rejected at the command line")
                 view.echo("rejected: nothing will be applied")
                 break
             view.echo("please type yes or no:")
@@ -492,30 +490,32 @@ def _ask(prompt: str) -> str:
     return sys.stdin.readline().strip()
 
 
-def _answer_quietly(flow_run_id: str, reason: str) -> None:
-    """Reject a plan the interrupted command line was asked about, so its run ends now."""
-    import contextlib
-
+def _decide(flow_run_id: str, approve: bool, reason: str, yes: bool = False, **kw: Any) -> None:
+    """Answer the run's approval from this command line, recorded as this user on this host."""
     from flows.approval import answer, command_line_identity
     from stackflow.progress import hub
 
-    hub().answered_here(flow_run_id, command_line_identity())
-    with contextlib.suppress(Exception):
-        answer(flow_run_id, False, reason, timeout_s=5)
+    hub().answered_here(flow_run_id, command_line_identity(yes=yes))
+    answer(flow_run_id, approve, reason, **kw)
 
 
-def _cancel_flow_run_quietly() -> None:
-    """Best effort, on the way out after a second Ctrl-C: the flow run ends Cancelled, not
-    Running forever."""
-    import contextlib
+def _end_flow_run(flow_run_id: str | None) -> None:
+    """On the way out after a second Ctrl-C: the flow run ends Cancelled, not Running forever
+    (best effort: the process exits next, whatever the server says)."""
+    if flow_run_id is None:
+        return
+    from uuid import UUID
 
-    from stackflow.progress import hub
+    from prefect.client.orchestration import get_client
+    from prefect.states import Cancelled
 
-    with contextlib.suppress(Exception):
-        hub().cancel(interrupt=False)
+    with contextlib.suppress(Exception), get_client(sync_client=True) as client:
+        client.set_flow_run_state(
+            UUID(flow_run_id), Cancelled(message="stopped at once (a second Ctrl-C)"), force=True
+        )
 
 
-def _report(runner: _FlowRun, args: argparse.Namespace, log_file: Path, interrupted: bool) -> int:
+def _report(runner: _FlowRun, args: argparse.Namespace, log_file: Path) -> int:
     """The summary, then the reason and what to do; the exit code of how the run ended."""
     from stackflow.localprefect import drain_prefect_queues
 
@@ -536,14 +536,15 @@ def _report(runner: _FlowRun, args: argparse.Namespace, log_file: Path, interrup
         if isinstance(summary, dict) and "stacks" in summary:
             print_summary(summary, as_json)
         message = state.message or state.name
-        if state.name in ("Rejected", "ApprovalExpired"):
+        from flows.pipeline import ApprovalExpired, ApprovalRejected
+
+        if state.name in (ApprovalRejected.state_name, ApprovalExpired.state_name):
+            expired = state.name == ApprovalExpired.state_name
             return _fail(
                 message,
                 exits.REJECTED,
                 "run `up` again to see a new plan"
-                + (
-                    "; the wait is STACKFLOW_APPROVAL_TIMEOUT_S" if state.name != "Rejected" else ""
-                ),
+                + ("; the wait is STACKFLOW_APPROVAL_TIMEOUT_S" if expired else ""),
             )
         return _fail(
             message,

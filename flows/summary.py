@@ -12,8 +12,7 @@ from prefect.events import emit_event
 from flows.approval import Decision
 from stackflow.errors import StackflowError
 from stackflow.graph import GRAPH
-from stackflow.plan import migration_lines
-from stackflow.settings import Settings
+from stackflow.plan import markdown_cell, migrations_markdown
 from tasks.stacks import StackOutcome
 
 
@@ -114,9 +113,9 @@ class PipelineSummary:
         )
         head = f"# {self.operation} `{self.environment}`{where}\n\n"
         if self.failed:
-            head += f"**Failed:** {_cell(self.failed)}\n\n"
+            head += f"**Failed:** {markdown_cell(self.failed)}\n\n"
         if self.stopped:
-            head += f"**Stopped:** {_cell(self.stopped)}\n\n"
+            head += f"**Stopped:** {markdown_cell(self.stopped)}\n\n"
         rows = [
             "| stack | operation | status | create | update | replace | delete | same | seconds | note |",
             "|---|---|---|---|---|---|---|---|---|---|",
@@ -125,7 +124,7 @@ class PipelineSummary:
             c = o.changes
             rows.append(
                 f"| {o.node} | {o.operation} | {o.status} | {c.create} | {c.update} | {c.replace} | "
-                f"{c.delete} | {c.same} | {o.duration_s:.2f} | {o.note} |"
+                f"{c.delete} | {c.same} | {o.duration_s:.2f} | {markdown_cell(o.note)} |"
             )
         outs = []
         for o in self.outcomes:
@@ -166,7 +165,9 @@ class PipelineSummary:
         lines = []
         for o in self.outcomes:
             for i, reason in enumerate(o.retries, 1):
-                lines.append(f"- **{o.node}**: attempt {i} failed and was retried: {_cell(reason)}")
+                lines.append(
+                    f"- **{o.node}**: attempt {i} failed and was retried: {markdown_cell(reason)}"
+                )
             if o.healed:
                 lines.append(f"- **{o.node}**: {o.healed}")
         return "\n\n## Retries and recoveries\n\n" + "\n".join(lines) if lines else ""
@@ -175,14 +176,13 @@ class PipelineSummary:
         """A preview's pending migrations: files, findings, statements."""
         if self.migrations is None:
             return ""
-        lines = migration_lines(self.migrations)
-        return "\n\n## Migrations\n\n" + "\n".join(f"    {line}" for line in lines)
+        return "\n\n## Migrations\n\n" + migrations_markdown(self.migrations)
 
     def approvals_markdown(self) -> str:
         """Each approval decision: what, by whom where known, through what, when, why."""
         if not self.approvals:
             return ""
-        lines = [f"- {_cell(d.line())}" for d in self.approvals]
+        lines = [f"- {markdown_cell(d.line())}" for d in self.approvals]
         return "\n\n## Approval\n\n" + "\n".join(lines)
 
     def changes_markdown(self) -> str:
@@ -205,11 +205,6 @@ class PipelineSummary:
 _ATTENTION = frozenset({"failed", "drift", "not run", "cancelled", "stopped"})
 
 
-def _cell(text: str) -> str:
-    """Text that stays inside one markdown table cell or list item."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def flow_run_url() -> str | None:
     """This flow run's page in the Prefect UI (None outside a flow run or without a UI)."""
     from prefect.runtime import flow_run
@@ -220,7 +215,7 @@ def flow_run_url() -> str | None:
     return url_for("flow-run", obj_id=run_id) if run_id else None
 
 
-def publish(summary: PipelineSummary, settings: Settings) -> None:
+def publish(summary: PipelineSummary) -> None:
     """The summary as a markdown artifact and one Prefect event per stack."""
     create_markdown_artifact(
         markdown=summary.markdown(),

@@ -186,10 +186,7 @@ def walk_graph(
     """
     graph, settings = ctx.graph, ctx.settings
     retries = settings.stack_retries
-    stack_task = stack_operation.with_options(
-        retries=retries,
-        retry_delay_seconds=ctx.retry_delays if settings.retry_delay_s > 0 else 0,
-    )
+    stack_task = stack_operation.with_options(retries=retries, retry_delay_seconds=ctx.retry_delays)
     futures: dict[str, PrefectFuture[StackOutcome]] = {}
     known: dict[str, StackOutcome] = {}
     forward = operation is not Operation.DESTROY
@@ -302,6 +299,15 @@ def steps_of(operation: Operation, nodes: list[str]) -> list[str]:
 
 def announce_phase(ctx: RunContext, summary: PipelineSummary, phase: str, nodes: list[str]) -> None:
     """Tell the live view a phase begins (a gated up has two: plan, then up)."""
+    from prefect.runtime import flow_run
+
     ctx.progress.publish(
-        RunStarted(summary.environment, phase, tuple(nodes), summary.target, summary.ui_url)
+        RunStarted(
+            summary.environment,
+            phase,
+            tuple(nodes),
+            summary.target,
+            summary.ui_url,
+            str(flow_run.id) if flow_run.id else None,
+        )
     )

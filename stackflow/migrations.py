@@ -799,7 +799,7 @@ class MigrationPlanReport:
 
 def destructive_refusal(blocking: Sequence[tuple[PendingMigration, LintFinding]]) -> str:
     """The message of a refused destructive change: every finding, and the two ways on."""
-    lines = [f"{p.name}: {f.describe()}: {_one_line(f.text)}" for p, f in blocking]
+    lines = [f"{p.name}: {f.describe()}: {one_line(f.text)}" for p, f in blocking]
     return (
         "pending migrations can lose data in a protected environment:\n  "
         + "\n  ".join(lines)
@@ -808,7 +808,8 @@ def destructive_refusal(blocking: Sequence[tuple[PendingMigration, LintFinding]]
     )
 
 
-def _one_line(sql: str, limit: int = 120) -> str:
+def one_line(sql: str, limit: int = 120) -> str:
+    """A statement on one line, cut at `limit` characters."""
     text = " ".join(sql.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -1097,24 +1098,45 @@ def _apply(
     return AppliedMigration(m.version, m.description, m.filename, len(statements), duration, start)
 
 
+def pin_changes(
+    pinned: Mapping[int, str],
+    pending: Mapping[int, str],
+    applied: Mapping[int, str],
+    names: Mapping[int, str],
+) -> list[str]:
+    """How the pending files (version -> checksum) differ from those an approval pinned: files
+    added or changed since, and approved files no longer pending that were not applied with the
+    approved checksum. [] when they are the approved ones.
+
+    Args:
+        applied: version -> checksum of the applied files.
+        names: version -> file name, for the files pending now.
+    """
+    added = sorted(pending.keys() - pinned.keys())
+    changed = sorted(v for v in pending.keys() & pinned.keys() if pending[v] != pinned[v])
+    gone = sorted(v for v in pinned.keys() - pending.keys() if applied.get(v) != pinned[v])
+    parts = []
+    if added:
+        parts.append("added since approval: " + ", ".join(names[v] for v in added))
+    if changed:
+        parts.append("changed since approval: " + ", ".join(names[v] for v in changed))
+    if gone:
+        parts.append("approved but no longer pending: " + ", ".join(f"V{v}" for v in gone))
+    return parts
+
+
 def _check_pinned(todo: Plan, pinned: Mapping[int, str]) -> None:
     """Refuse unless every pending file was approved as it is now.
 
     An approved file that is no longer pending is fine only if it was applied with the approved
     checksum (an earlier attempt of the same run applied it).
     """
-    now = {m.version: m for m in todo.pending}
-    applied = {r.version: r.checksum for r in todo.applied}
-    added = sorted(now.keys() - pinned.keys())
-    changed = sorted(v for v in now.keys() & pinned.keys() if now[v].checksum != pinned[v])
-    gone = sorted(v for v in pinned.keys() - now.keys() if applied.get(v) != pinned[v])
-    parts = []
-    if added:
-        parts.append("added since approval: " + ", ".join(now[v].filename for v in added))
-    if changed:
-        parts.append("changed since approval: " + ", ".join(now[v].filename for v in changed))
-    if gone:
-        parts.append("approved but no longer pending: " + ", ".join(f"V{v}" for v in gone))
+    parts = pin_changes(
+        pinned,
+        {m.version: m.checksum for m in todo.pending},
+        {r.version: r.checksum for r in todo.applied},
+        {m.version: m.filename for m in todo.pending},
+    )
     if parts:
         raise MigrationPlanChanged(
             "the pending migrations are not the ones approved (" + "; ".join(parts) + "); "

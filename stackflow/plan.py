@@ -10,13 +10,13 @@ fingerprint of its inputs, and the pending files' checksums.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stackflow.engine.base import ChangeCounts, ResourceChange
-from stackflow.migrations import MigrationPlanReport
+from stackflow.migrations import MigrationPlanReport, one_line
 
 _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all
@@ -60,8 +60,7 @@ class DeployPlan:
     environment: str
     target: str  # "local cloud" or "AWS"
     stacks: tuple[StackPlan, ...]
-    migrations: MigrationPlanReport | None = None
-    migrations_note: str = ""  # why there is no migration plan, when there is none
+    migrations: MigrationPlanReport | None = None  # None: the run does not migrate
     round: int = 1  # 2 and up: asked again after something changed
     why_again: str = ""
 
@@ -81,27 +80,6 @@ class DeployPlan:
         return next((s for s in self.stacks if s.node == node), None)
 
     # -- renderings --
-
-    def as_dict(self) -> dict[str, Any]:
-        migrations = self.migrations
-        return {
-            "environment": self.environment,
-            "target": self.target,
-            "round": self.round,
-            "why_again": self.why_again,
-            "stacks": [
-                {
-                    "stack": s.node,
-                    "status": s.status,
-                    "changes": s.changes.as_dict(),
-                    "resources": [r.as_dict() for r in s.resources],
-                    "note": s.note,
-                }
-                for s in self.stacks
-            ],
-            "migrations": migrations_dict(migrations),
-            "migrations_note": self.migrations_note,
-        }
 
     def lines(self) -> list[str]:
         """The plan as the terminal shows it before asking."""
@@ -124,9 +102,9 @@ class DeployPlan:
             out.append(
                 f"\n{self.environment}/{s.node}: {counts}" + (f" ({s.note})" if s.note else "")
             )
-            out.extend(resource_lines(s.resources))
+            out.extend(resource_lines([r.as_dict() for r in s.resources]))
         out.append("")
-        out.extend(migration_lines(migrations_dict(self.migrations), self.migrations_note))
+        out.extend(migration_lines(migrations_dict(self.migrations)))
         return out
 
     def markdown(self) -> str:
@@ -137,7 +115,7 @@ class DeployPlan:
                 "On the **local cloud** (moto's AWS APIs on loopback): nothing is deployed to AWS.\n"
             )
         if self.why_again:
-            parts.append(f"**Asked again (round {self.round}):** {_cell(self.why_again)}\n")
+            parts.append(f"**Asked again (round {self.round}):** {markdown_cell(self.why_again)}\n")
         parts.append(
             "Approving applies exactly this: each stack under the Pulumi update plan saved by its "
             "preview (values that depend on an upstream stack's new outputs may resolve; anything "
@@ -152,7 +130,7 @@ class DeployPlan:
             c = s.changes
             rows.append(
                 f"| {s.node} | {s.status} | {c.create} | {c.update} | {c.replace} | {c.delete} "
-                f"| {_cell(s.note) or '—'} |"
+                f"| {markdown_cell(s.note) or '—'} |"
             )
         parts.append("\n".join(rows) + "\n")
         changes = [
@@ -163,23 +141,44 @@ class DeployPlan:
             for r in s.resources:
                 props = "; ".join(_property_text(p.as_dict()) for p in r.properties) or "—"
                 changes.append(
-                    f"| {s.node} | {r.change} | `{r.type}` | {_cell(r.name)} | {_cell(props)} |"
+                    f"| {s.node} | {r.change} | `{r.type}` | {markdown_cell(r.name)} "
+                    f"| {markdown_cell(props)} |"
                 )
         if len(changes) > 2:
             parts.append("## Resource changes\n\n" + "\n".join(changes) + "\n")
-        parts.append(
-            "## Migrations\n\n" + migrations_markdown(self.migrations, self.migrations_note)
-        )
+        parts.append("## Migrations\n\n" + migrations_markdown(migrations_dict(self.migrations)))
         return "\n".join(parts)
 
 
-def migration_lines(
-    data: dict[str, Any] | None, note: str = "", statements: bool = False
-) -> list[str]:
-    """The pending migrations (as `migrations_dict` gives them) as the terminal shows them;
-    `statements`: each statement too (a preview)."""
+def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, Any] | None:
+    """The pending migrations as data: what every rendering below reads (`--json`, the plan's and
+    the preview's summaries). None: not part of the run; `note`: why they could not be read."""
+    if m is None:
+        return {"note": note, "pending": []} if note else None
+    return {
+        "database": m.database,
+        "already_applied": m.already_applied,
+        "pending": [
+            {
+                "version": p.version,
+                "file": p.name,
+                "checksum": p.checksum,
+                "statements": list(p.statements),
+                "findings": [
+                    {"finding": f.describe(), "allowed": f.allowed, "sql": one_line(f.text)}
+                    for f in p.findings
+                ],
+            }
+            for p in m.pending
+        ],
+    }
+
+
+def migration_lines(data: dict[str, Any] | None, statements: bool = False) -> list[str]:
+    """The pending migrations (`migrations_dict`) as the terminal shows them; `statements`: each
+    statement too (a preview)."""
     if data is None or "database" not in data:
-        return [f"migrations: {(data or {}).get('note') or note or 'not part of this run'}"]
+        return [f"migrations: {(data or {}).get('note') or 'not part of this run'}"]
     pending = data["pending"]
     if not pending:
         return [
@@ -194,78 +193,52 @@ def migration_lines(
             out.append(f"     ! {flag}: {f['finding']}: {f['sql']}")
         if statements:
             shown = p["statements"][:STATEMENTS_SHOWN]
-            out.extend(f"     {i:>3}. {_one_line(sql)}" for i, sql in enumerate(shown, 1))
+            out.extend(f"     {i:>3}. {one_line(sql)}" for i, sql in enumerate(shown, 1))
             if count > len(shown):
                 out.append(f"     ... and {count - len(shown)} more (migrate --dry-run)")
     return out
 
 
-def migrations_markdown(m: MigrationPlanReport | None, note: str = "") -> str:
-    """The pending migrations for an artifact: files, checksums, findings, then statements."""
-    if m is None:
-        return _cell(note or "not part of this run") + "\n"
-    if not m.pending:
-        return f"None pending on `{m.database}` ({m.already_applied} applied).\n"
+def migrations_markdown(data: dict[str, Any] | None) -> str:
+    """The pending migrations (`migrations_dict`) for an artifact: files, checksums, findings,
+    then statements."""
+    if data is None or "database" not in data:
+        return markdown_cell((data or {}).get("note") or "not part of this run") + "\n"
+    pending = data["pending"]
+    if not pending:
+        return f"None pending on `{data['database']}` ({data['already_applied']} applied).\n"
     rows = [
-        f"{len(m.pending)} pending on `{m.database}` ({m.already_applied} applied before).\n",
+        f"{len(pending)} pending on `{data['database']}` "
+        f"({data['already_applied']} applied before).\n",
         "| file | statements | sha256 | destructive findings |",
         "|---|---|---|---|",
     ]
-    for p in m.pending:
+    for p in pending:
         findings = "; ".join(
-            f"{'allowed by marker: ' if f.allowed else '**'}{f.describe()}"
-            f"{'' if f.allowed else '**'}: `{_cell(_one_line(f.text, 80))}`"
-            for f in p.findings
+            ("allowed by marker: " if f["allowed"] else "**DESTRUCTIVE** ")
+            + f"{f['finding']}: `{markdown_cell(one_line(f['sql'], 80))}`"
+            for f in p["findings"]
         )
         rows.append(
-            f"| `{p.name}` | {len(p.statements)} | `{p.checksum[:12]}` | {findings or 'none'} |"
+            f"| `{p['file']}` | {len(p['statements'])} | `{p['checksum'][:12]}` "
+            f"| {findings or 'none'} |"
         )
     statements = []
-    for p in m.pending:
-        statements.append(f"\n**{p.name}**\n")
-        shown = p.statements[:STATEMENTS_SHOWN]
-        statements.extend(f"{i}. `{_cell(_one_line(sql, 100))}`" for i, sql in enumerate(shown, 1))
-        if len(p.statements) > len(shown):
-            statements.append(
-                f"\n... and {len(p.statements) - len(shown)} more (`migrate --dry-run` shows all)"
-            )
+    for p in pending:
+        statements.append(f"\n**{p['file']}**\n")
+        shown = p["statements"][:STATEMENTS_SHOWN]
+        statements.extend(
+            f"{i}. `{markdown_cell(one_line(sql, 100))}`" for i, sql in enumerate(shown, 1)
+        )
+        if len(p["statements"]) > len(shown):
+            more = len(p["statements"]) - len(shown)
+            statements.append(f"\n... and {more} more (`migrate --dry-run` shows all)")
     return "\n".join(rows) + "\n\n### Statements\n" + "\n".join(statements) + "\n"
 
 
-def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, Any] | None:
-    """The pending migrations as data (`--json`, the plan's and the preview's summaries)."""
-    if m is None:
-        return None if not note else {"note": note, "pending": []}
-    return {
-        "database": m.database,
-        "already_applied": m.already_applied,
-        "pending": [
-            {
-                "version": p.version,
-                "file": p.name,
-                "checksum": p.checksum,
-                "statements": list(p.statements),
-                "findings": [
-                    {"finding": f.describe(), "allowed": f.allowed, "sql": _one_line(f.text)}
-                    for f in p.findings
-                ],
-            }
-            for p in m.pending
-        ],
-    }
-
-
-def resource_lines(resources: Iterable[ResourceChange]) -> list[str]:
-    """Per resource, its change and the properties behind it (values are already masked)."""
-    lines: list[str] = []
-    for r in resources:
-        lines.append(f"  {_SIGN.get(r.change, '?'):>2} {r.type}  {r.name}")
-        lines.extend(f"       {_property_text(p.as_dict())}" for p in r.properties)
-    return lines
-
-
-def resource_dict_lines(resources: Sequence[dict[str, Any]]) -> list[str]:
-    """`resource_lines` for resources as `ResourceChange.as_dict()` gives them (a run's summary)."""
+def resource_lines(resources: Sequence[dict[str, Any]]) -> list[str]:
+    """Per resource (as `ResourceChange.as_dict()` gives it), its change and the properties
+    behind it (values are already masked)."""
     lines: list[str] = []
     for r in resources:
         lines.append(f"  {_SIGN.get(r['change'], '?'):>2} {r['type']}  {r['name']}")
@@ -289,11 +262,6 @@ def _value(value: Any, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _one_line(sql: str, limit: int = 120) -> str:
-    text = " ".join(sql.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _cell(text: str) -> str:
-    """Text that stays inside one markdown table cell."""
+def markdown_cell(text: str) -> str:
+    """Text that stays inside one markdown table cell or list item."""
     return " ".join(text.split()).replace("|", "\\|")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -50,6 +49,7 @@ class RunStarted:
     nodes: tuple[str, ...]
     target: str  # "local cloud" or "AWS"
     ui_url: str | None = None
+    flow_run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,14 +122,6 @@ Canceller = Callable[[bool], None]
 
 
 @dataclass
-class Answer:
-    """An approval answered in this process (the command line), so the run can record who."""
-
-    flow_run_id: str
-    via: str
-
-
-@dataclass
 class ProgressHub:
     """Subscribers of this process's run events, and interruption of its runs."""
 
@@ -137,7 +129,7 @@ class ProgressHub:
     _cancellers: list[Canceller] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cancelled: threading.Event = field(default_factory=threading.Event)
-    _answers: dict[str, Answer] = field(default_factory=dict)
+    _answers: dict[str, str] = field(default_factory=dict)  # flow run id -> who answered
 
     def publish(self, event: ProgressEvent) -> None:
         """Deliver `event` to every subscriber; a subscriber's error never reaches the run."""
@@ -157,12 +149,6 @@ class ProgressHub:
         finally:
             with self._lock:
                 self._subscribers.remove(subscriber)
-
-    @property
-    def watched(self) -> bool:
-        """Whether anyone subscribes (a run in this process is being shown)."""
-        with self._lock:
-            return bool(self._subscribers)
 
     # -- interruption --
 
@@ -207,9 +193,10 @@ class ProgressHub:
     def answered_here(self, flow_run_id: str, via: str) -> None:
         """Record that this process answers the approval of `flow_run_id`, and as whom."""
         with self._lock:
-            self._answers[flow_run_id] = Answer(flow_run_id, via)
+            self._answers[flow_run_id] = via
 
-    def answer_for(self, flow_run_id: str) -> Answer | None:
+    def answer_for(self, flow_run_id: str) -> str | None:
+        """Who in this process answered `flow_run_id`'s approval (None: someone elsewhere)."""
         with self._lock:
             return self._answers.get(flow_run_id)
 
@@ -235,8 +222,3 @@ def elapsed(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def now() -> float:
-    """Wall-clock time, for events that name a moment (a retry's next attempt)."""
-    return time.time()

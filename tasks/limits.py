@@ -68,8 +68,9 @@ def _quick_post(client: SyncPrefectClient, path: str, body: dict[str, Any]) -> h
 
 
 @contextlib.contextmanager
-def _leased_slot(name: str, say: Callable[[str], None]) -> Iterator[None]:
-    """Take one slot of limit `name` with a lease, keep the lease renewed, release it on exit."""
+def _leased_slot(name: str, waiting: Callable[[str], None]) -> Iterator[None]:
+    """Take one slot of limit `name` with a lease, keep the lease renewed, release it on exit;
+    `waiting` is told once if another run holds it."""
     waited = False
     with get_client(sync_client=True) as client:
         while True:
@@ -90,7 +91,7 @@ def _leased_slot(name: str, say: Callable[[str], None]) -> Iterator[None]:
                 if exc.response.status_code != 423:
                     raise
                 if not waited:
-                    say(f"waiting: another run holds {name}")
+                    waiting(f"another run holds {name}")
                     waited = True
                 retry_after = float(exc.response.headers.get("Retry-After", 1.0))
                 time.sleep(min(max(retry_after, 0.2), MAX_WAIT_STEP_S))
@@ -130,9 +131,18 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def stack_slot(
-    state_dir: Path, environment: str, stack: str, say: Callable[[str], None]
+    state_dir: Path,
+    environment: str,
+    stack: str,
+    say: Callable[[str], None],
+    waiting: Callable[[str], None] | None = None,
 ) -> Iterator[None]:
-    """Hold the stack's slot for the duration of the block; waits while another run holds it."""
+    """Hold the stack's slot for the duration of the block; waits while another run holds it.
+
+    Args:
+        say: told what the slot freed that a dead run held.
+        waiting: told (once) that another run holds the slot; default: `say`, as "waiting: ...".
+    """
     name = limit_name(environment, stack)
     holders = state_dir / "holders"
     holders.mkdir(parents=True, exist_ok=True)
@@ -161,7 +171,9 @@ def stack_slot(
                         f"{info.get('pid')}, which is gone (an interrupted run)"
                     )
                 holder.unlink(missing_ok=True)
-            stack_ctx.enter_context(_leased_slot(name, say))
+            stack_ctx.enter_context(
+                _leased_slot(name, waiting or (lambda why: say(f"waiting: {why}")))
+            )
             holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
         try:
             yield

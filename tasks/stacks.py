@@ -7,11 +7,8 @@ recovered before anything else. Only transient errors are retried.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,30 +61,16 @@ class RunContext:
     # Seconds before retry n+1, jitter drawn once per run: the task knows when its next attempt
     # starts and says so (Prefect's own jitter is drawn where the task cannot see it).
     retry_delays: list[float] = field(default_factory=list)
-    _running: dict[str, StackSpec] = field(default_factory=dict)
-    _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def publish(self, node: str, state: NodeState, **details: Any) -> None:
         """Tell the live view (if one watches) that `node` moved to `state`."""
         self.progress.publish(NodeChanged(self.settings.environment, node, state, **details))
 
-    @contextlib.contextmanager
-    def running(self, spec: StackSpec) -> Iterator[None]:
-        """Inside, an interruption of the run cancels this stack's operation."""
-        with self._guard:
-            self._running[spec.node] = spec
-        try:
-            yield
-        finally:
-            with self._guard:
-                self._running.pop(spec.node, None)
-
     def cancel(self, interrupt: bool) -> None:
-        """Stop every stack operation this run has in flight (see `Engine.cancel`)."""
-        with self._guard:
-            specs = list(self._running.values())
-        for spec in specs:
-            self.engine.cancel(spec, interrupt=interrupt)
+        """Stop every stack operation this run has in flight (the engine, one per run, knows
+        which; see `Engine.cancel`)."""
+        for node in self.graph.stacks:
+            self.engine.cancel(bare_spec(self.settings, node), interrupt=interrupt)
 
     def check_not_cancelled(self, node: str) -> None:
         """Raises OperationCancelled when the run was interrupted before `node` started."""
@@ -251,14 +234,15 @@ def stack_operation(
                 fingerprint=fp,
             )
 
-    def slot_wait(message: str) -> None:
+    def freed(message: str) -> None:  # what the slot freed that a dead run held
         logger.info("%s", message)
-        # "waiting: another run holds ...", or what it freed that a dead run held
-        state = NodeState.WAITING if message.startswith("waiting") else NodeState.RUNNING
-        detail = message.removeprefix("waiting: ")
-        ctx.publish(node, state, detail=detail, attempt=attempt)
+        ctx.publish(node, NodeState.RUNNING, detail=message, attempt=attempt)
 
-    with stack_slot(settings.state_dir, settings.environment, node, slot_wait):
+    def waiting(why: str) -> None:
+        logger.info("waiting: %s", why)
+        ctx.publish(node, NodeState.WAITING, detail=why, attempt=attempt)
+
+    with stack_slot(settings.state_dir, settings.environment, node, freed, waiting):
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
@@ -266,24 +250,21 @@ def stack_operation(
                 "cleared what an interrupted operation left (lock, pending operations)"
             )
         try:
-            with ctx.running(spec):
-                if drifted and operation is Operation.UP:
-                    # Drift found earlier: adopt what the cloud holds, so the update puts it back.
-                    logger.info("%s drifted since its last up: refreshing it first", spec.label)
-                    _record(ctx, Operation.REFRESH, node)
-                    engine.run(Operation.REFRESH, spec, listener)
-                plan: Path | None = None
-                if operation is Operation.UP and gate is not None:
-                    plan = _approved_plan(ctx, spec, fp, gate, listener)
-                elif planning:
-                    assert gate is not None
-                    plan = gate.plan_file
-                _record(ctx, operation, node)
-                result: OperationResult = engine.run(
-                    operation, spec, listener, plan=plan, refresh=planning and drifted
-                )
-                if planning and plan is not None and plan.exists():
-                    plan.chmod(0o600)  # no plaintext secrets, but ciphertexts, ARNs, addresses
+            if drifted and operation is Operation.UP:
+                # Drift found earlier: adopt what the cloud holds, so the update puts it back.
+                logger.info("%s drifted since its last up: refreshing it first", spec.label)
+                _record(ctx, Operation.REFRESH, node)
+                engine.run(Operation.REFRESH, spec, listener)
+            plan: Path | None = None
+            if operation is Operation.UP and gate is not None:
+                plan = _approved_plan(ctx, spec, fp, gate, listener)
+            elif planning:
+                assert gate is not None
+                plan = gate.plan_file
+            _record(ctx, operation, node)
+            result: OperationResult = engine.run(
+                operation, spec, listener, plan=plan, refresh=planning and drifted
+            )
         except StackError as exc:
             reason = ctx.redactor(exc.reason)
             retry = (
@@ -391,8 +372,6 @@ def _approved_plan(
     )
     _record(ctx, Operation.PREVIEW, spec.node)
     again = ctx.engine.run(Operation.PREVIEW, spec, listener, plan=gate.plan_file)
-    if gate.plan_file.exists():
-        gate.plan_file.chmod(0o600)
     beyond = [r for r in again.resource_changes if not approved.allows(r)]
     if beyond:
         shown = "; ".join(

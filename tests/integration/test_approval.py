@@ -263,7 +263,7 @@ def test_files_added_while_the_approval_waited_are_planned_and_asked_again(
     first, second = (r.plan for r in requests)
     assert [p.version for p in first.migrations.pending] == [2]
     assert [p.version for p in second.migrations.pending] == [2, 3]
-    assert "added: V3" in second.why_again
+    assert "added since approval: V003__drop_scratch.sql" in second.why_again
     [finding] = second.migrations.pending[1].findings
     assert finding.kind == "drop_table" and not finding.allowed
     summary = state.result()

@@ -9,7 +9,7 @@ from flows.pipeline import retry_delays
 from stackflow.engine.base import ChangeCounts, PropertyChange, ResourceChange
 from stackflow.migration_lint import LintFinding
 from stackflow.migrations import MigrationPlanReport, PendingMigration
-from stackflow.plan import DeployPlan, StackPlan
+from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
@@ -85,10 +85,19 @@ def test_the_plan_reads_the_same_on_the_terminal_in_markdown_and_as_data() -> No
     assert md.startswith("# Plan for `prod-1`\n\nOn the **local cloud**")
     assert "| app | changes | 0 | 1 | 0 | 0 | — |" in md
     assert "| app | update | `aws:ecs/service:Service` | app | desiredCount: 1 => 2 |" in md
-    assert "| `V004__drop_old.sql` | 2 | `abababababab` | **statement 1: drop table**" in md
-    data = plan.as_dict()
-    assert data["round"] == 2 and data["stacks"][1]["resources"][0]["urn"] == URN
-    assert data["migrations"]["pending"][0]["findings"][0]["allowed"] is False
+    assert (
+        "| `V004__drop_old.sql` | 2 | `abababababab` | **DESTRUCTIVE** statement 1: drop table: "
+        "`DROP TABLE old_things` |" in md
+    )
+    assert "1. `DROP TABLE old_things`" in md  # the statements follow the table
+    data = migrations_dict(plan.migrations)  # what --json, the summaries and events carry
+    assert data is not None and data["pending"][0]["statements"] == DROP.statements
+    assert data["pending"][0]["findings"][0]["allowed"] is False
+    assert plan.stack("app") is not None and plan.stack("app").resources[0].urn == URN  # type: ignore[union-attr]
+    assert migrations_dict(None, "not read: database down") == {
+        "note": "not read: database down",
+        "pending": [],
+    }
 
 
 def test_each_run_draws_retry_delays_around_the_doubling_setting() -> None:

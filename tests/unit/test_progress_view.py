@@ -128,10 +128,10 @@ def test_the_hub_delivers_to_subscribers_and_interrupts_what_registered() -> Non
     event = started("app")
     hub.publish(event)  # nobody watches: nothing happens
     with hub.subscribed(seen.append), hub.cancellable(interrupts.append):
-        assert hub.watched
         hub.publish(event)
         hub.cancel(interrupt=False)
-    hub.publish(event)
+    hub.publish(event)  # unsubscribed: not delivered
+    hub.cancel()  # no longer registered: not called
     assert seen == [event] and interrupts == [False] and hub.cancelled
     hub.reset()
     assert not hub.cancelled
