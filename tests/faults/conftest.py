@@ -53,25 +53,7 @@ def fault_env(
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _prefect_settings_in_every_thread(prefect_server: Any) -> Iterator[None]:
-    """The session server's address for Prefect calls made from threads without a settings context
-    of their own, as a CLI process has it from its start.
-
-    In-process runs log the Pulumi CLI's output from the Automation API's reader thread; without
-    this, Prefect there falls back to the settings it read at import (before the session server
-    existed), starts a temporary server of its own and sends those logs to it, not to the session
-    server the cases search."""
-    import prefect.context
-
-    before = prefect.context.GLOBAL_SETTINGS_CONTEXT
-    prefect.context.refresh_global_settings_context()  # reads PREFECT_API_URL from the environment
-    assert prefect.context.GLOBAL_SETTINGS_CONTEXT.settings.api.url == prefect_server.api_url
-    yield
-    prefect.context.GLOBAL_SETTINGS_CONTEXT = before
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _send_queued_prefect_records(_prefect_settings_in_every_thread: None) -> Iterator[None]:
+def _send_queued_prefect_records(prefect_server: Any) -> Iterator[None]:
     """After a module, send the logs and events its in-process runs queued, while the session's
     Prefect server is still up: at interpreter exit it is gone, and the client retries for a
     minute before giving up."""
