@@ -1,0 +1,105 @@
+"""The state folder's layout: the one place that joins a path under it.
+
+The state folder belongs to one machine. In team mode it holds caches only (workspaces, logs,
+plan files, the local servers' own folders); everything a second worker must see lives in the
+team's backend (see `stackflow.records`). Every path under the folder is named here, so a reader
+finds what lives where in one screen, and a damaged or unusable folder is refused in one place.
+
+    workspaces/<cloud>/<pulumi project>/<environment>/   Pulumi.yaml + the stack's config file
+    pulumi-<cloud>/                                      the file backend (one-person default)
+    records/                                             stackflow's records (file backend only)
+    logs/<command>-<environment>-<time>.log              what a CLI run's Prefect and Pulumi said
+    plans/<environment>/<run>/                           update plans of a gated run (0700)
+    holders/                                             who holds a stack's concurrency slot
+    prefect/                                             the local Prefect server (SQLite, log)
+    postgres/                                            the local PostgreSQL (team mode on one machine)
+    localcloud/                                          the local cloud (moto, data plane, plugins)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackflow.errors import SettingsError
+
+
+class StateFolderError(SettingsError):
+    """The state folder cannot be used: not a folder, not writable, or unreadable."""
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """Every path under one state folder."""
+
+    root: Path
+
+    # -- Pulumi's own files --
+
+    def workspace(self, cloud: str, pulumi_project: str, environment: str) -> Path:
+        """A stack's LocalWorkspace folder (per cloud: the config salts are per backend)."""
+        return self.root / "workspaces" / cloud / pulumi_project / environment
+
+    def file_backend(self, cloud: str) -> Path:
+        """The one-person default backend: a Pulumi file backend per cloud."""
+        return self.root / f"pulumi-{cloud}"
+
+    # -- stackflow's own files --
+
+    @property
+    def records(self) -> Path:
+        """stackflow's records when the backend is the default file backend."""
+        return self.root / "records"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def plans(self, environment: str) -> Path:
+        """Where a gated run of `environment` keeps its update plans (one folder per run)."""
+        return self.root / "plans" / environment
+
+    @property
+    def holders(self) -> Path:
+        return self.root / "holders"
+
+    # -- the local servers the project starts --
+
+    @property
+    def prefect(self) -> Path:
+        return self.root / "prefect"
+
+    @property
+    def postgres(self) -> Path:
+        return self.root / "postgres"
+
+    @property
+    def localcloud(self) -> Path:
+        return self.root / "localcloud"
+
+    def check(self) -> None:
+        """Refuse a state folder that cannot hold state, before anything runs.
+
+        Raises:
+            StateFolderError: naming the folder, what is wrong and what to do.
+        """
+        root = self.root
+        what = "STACKFLOW_STATE_DIR"
+        if root.exists() and not root.is_dir():
+            raise StateFolderError(
+                f"{what}: {root} is a file, not a folder; point {what} at a folder (it is created "
+                "if missing). Nothing was changed."
+            )
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            # A real write, not os.access: a read-only mount answers access() with yes as root.
+            fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=root)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise StateFolderError(
+                f"{what}: cannot write in {root} ({exc.strerror or exc}); give this user write "
+                f"access to it or point {what} at another folder. Nothing was changed."
+            ) from None
