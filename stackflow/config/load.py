@@ -1,0 +1,157 @@
+"""`get_settings`: one environment's settings from its file, the project file, this machine's
+variables and explicit arguments; every bad value reported at once, naming where it was set."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from stackflow import PROJECT_ROOT
+from stackflow.config.kinds import validate_environment_name
+from stackflow.config.model import Settings, SettingsSource
+from stackflow.config.sections import SECTIONS
+from stackflow.config.sources import (
+    SECRET_KEYS,
+    URL_KEYS,
+    Key,
+    Layer,
+    default_dotenv,
+    dotted,
+    environment_layer,
+    machine_layer,
+    machine_variables,
+    merge,
+    project_layer,
+    stray_variables,
+)
+from stackflow.errors import SettingsError
+from stackflow.redact import MASK, mask_url
+
+ARGUMENT = "argument"
+
+
+def _argument_layer(arguments: Mapping[str, Any], labels: Mapping[str, str]) -> Layer:
+    layer = Layer()
+    for name, value in arguments.items():
+        if name in SECTIONS and isinstance(value, Mapping):
+            for field, inner in value.items():
+                layer.set((name, field), inner, labels.get(name, f"{ARGUMENT} {name}.{field}"))
+        else:
+            layer.set((name,), value, labels.get(name, f"{ARGUMENT} {name}"))
+    return layer
+
+
+def _shown(key: Key, value: Any) -> str:
+    if key in SECRET_KEYS:
+        return MASK
+    if key in URL_KEYS and isinstance(value, str):
+        return mask_url(value)
+    return str(value)
+
+
+def _format(exc: ValidationError, origins: Mapping[Key, str]) -> list[str]:
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = tuple(str(p) for p in err.get("loc", ()) if isinstance(p, str))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "string_pattern_mismatch" and loc:
+            model = SECTIONS.get(loc[0]) if len(loc) == 2 else Settings
+            info = model.model_fields.get(loc[-1]) if model is not None else None
+            if info is not None and info.description:
+                msg = f"not accepted; accepted: {info.description}"
+        if err.get("type") == "extra_forbidden" and loc:
+            msg = "not a setting"
+        key = loc[:2] if loc and loc[0] in SECTIONS else loc[:1]
+        origin = origins.get(key)
+        if origin is None and key:
+            origin = dotted(key)
+        lines.append(f"{origin}: {msg}" if origin else msg)
+    return lines
+
+
+def get_settings(
+    environment: str | None = None,
+    cloud: str | None = None,
+    *,
+    project_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    strict: bool = True,
+    **overrides: Any,
+) -> Settings:
+    """Read and validate the settings of one environment.
+
+    Args:
+        environment: the environment (the CLI's --env, the flow's parameter); default "dev".
+        cloud: where to deploy, when not what the environment's file says (the CLI's --cloud).
+        project_dir: the project (stackflow.toml, environments/); default STACKFLOW_PROJECT_DIR,
+            else the checkout stackflow runs from.
+        environ: the variables to read (default: this process's).
+        strict: refuse variables that name settings they may not set (the CLI); with False they
+            are ignored and listed in `settings.source.ignored` (a flow run says so in its log).
+        overrides: explicit values for any setting, sections as dicts (programs and tests).
+
+    Raises:
+        SettingsError: one line per problem, naming the file and key, the variable, or the
+            argument, and what is accepted; secrets and passwords are never repeated.
+    """
+    env = os.environ if environ is None else environ
+    found = machine_variables(env, default_dotenv())
+    stray = stray_variables(found)
+    if strict and stray:
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(stray))
+    machine = machine_layer(found)
+    labels = {"environment": "environment (--env)"}
+    arguments = dict(overrides)
+    if environment is not None:
+        arguments["environment"] = environment
+    if cloud is not None:
+        arguments["cloud"] = cloud
+    if project_dir is not None:
+        arguments["project_dir"] = project_dir
+    given = _argument_layer(arguments, labels)
+
+    # Where the project is comes first: its files hold everything else.
+    chosen_dir = arguments.get("project_dir") or machine.values.get("project_dir") or PROJECT_ROOT
+    root = Path(chosen_dir).expanduser().resolve()
+    project, project_file = project_layer(root)
+    name = str(arguments.get("environment", "dev"))
+    try:
+        validate_environment_name(name)
+    except ValueError as exc:
+        raise SettingsError(f"invalid settings:\n  environment (--env): {exc}") from None
+    env_layer, env_file, template = environment_layer(root, name)  # UnknownEnvironment: as is
+
+    merged = merge([project, env_layer, machine, given])
+    merged.set(("project_dir",), root, merged.origins.get(("project_dir",), "project folder"))
+    overridden = {
+        dotted(k): f"{_shown(k, _value(merged.values, k))} ({o})"
+        for k, o in merged.origins.items()
+        if ".toml: " not in o and k not in (("environment",), ("project_dir",))
+    }
+    source = SettingsSource(
+        project_dir=str(root),
+        project_file=str(project_file) if project_file else None,
+        environment_file=str(env_file.relative_to(root))
+        if env_file and env_file.is_relative_to(root)
+        else str(env_file),
+        template=template,
+        overrides=overridden,
+        ignored=tuple(stray),
+    )
+    try:
+        return Settings(**merged.values, source=source)
+    except ValidationError as exc:
+        raise SettingsError(
+            "invalid settings:\n  " + "\n  ".join(_format(exc, merged.origins))
+        ) from None
+
+
+def _value(values: Mapping[str, Any], key: Key) -> Any:
+    current: Any = values
+    for part in key:
+        current = current[part]
+    return current

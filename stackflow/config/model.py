@@ -1,0 +1,309 @@
+"""`Settings`: everything one run of one environment reads, validated before anything runs."""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from stackflow import PROJECT_ROOT
+from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
+from stackflow.config.sections import (
+    ApprovalSettings,
+    AppSettings,
+    AwsSettings,
+    DatabaseSettings,
+    LocalCloudSettings,
+    MigrationSettings,
+    NetworkSettings,
+    no_control_characters,
+)
+from stackflow.errors import ConfirmationRequired, DeletionProtected
+from stackflow.redact import mask_url
+from stackflow.state import StateLayout
+
+BACKEND_SCHEMES = ("file", "s3", "postgres", "postgresql", "azblob", "gs", "https")
+
+
+class SettingsSource(BaseModel):
+    """Which files and overrides made these settings (for the summary, artifact and --json)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project_dir: str = ""
+    project_file: str | None = None
+    environment_file: str | None = None
+    template: bool = False  # the environment's kind's template, not a file of its own
+    overrides: dict[str, str] = Field(default_factory=dict)  # setting -> where (values masked)
+    ignored: tuple[str, ...] = ()  # variables that name settings they may not set
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class Settings(BaseModel):
+    """Everything stackflow reads for one environment. Build it with `get_settings()`."""
+
+    model_config = ConfigDict(
+        extra="forbid", validate_default=True, ignored_types=(cached_property,)
+    )
+
+    environment: str = Field(
+        "dev", description="Environment name: lowercase, DNS-safe, <= 20 chars."
+    )
+    kind: EnvironmentKind | None = Field(
+        None,
+        description="Environment kind (dev, staging, prod, ephemeral). Default: from the name.",
+    )
+    ttl_hours: float = Field(
+        24.0,
+        gt=0,
+        le=24 * 90,
+        description="Ephemeral environments: hours until cleanup destroys them.",
+    )
+    project: str = Field(
+        "stackflow",
+        pattern=r"^[a-z][a-z0-9-]{0,30}$",
+        description="Project name; prefixes Pulumi projects.",
+    )
+    cloud: Literal["local", "aws"] = Field(
+        "local",
+        description="Where the engine deploys: 'local' (moto's AWS APIs on loopback, a MariaDB per "
+        "database; nothing reaches AWS) or 'aws'.",
+    )
+    project_dir: Path = Field(
+        PROJECT_ROOT,
+        description="The project's folder: stackflow.toml, environments/, migrations/.",
+    )
+    state_dir: Path = Field(
+        PROJECT_ROOT / ".stackflow",
+        description="This machine's state folder (caches, logs, local servers). Default: .stackflow in the project.",
+    )
+    backend_url: str | None = Field(
+        None,
+        description="Pulumi backend: file://..., s3://bucket/prefix?..., postgres://..., or "
+        "https://api.pulumi.com. Default: a file backend in the state folder.",
+    )
+    state_passphrase: SecretStr | None = Field(
+        None,
+        description="Passphrase of the Pulumi secrets provider. Required on AWS unless "
+        "secrets_provider is set; the local cloud generates one.",
+    )
+    secrets_provider: str | None = Field(
+        None,
+        description="Pulumi secrets provider other than the passphrase, e.g. awskms://alias/my-key.",
+    )
+    local_prefect_port: int = Field(
+        4277,
+        ge=1024,
+        le=65535,
+        description="Port of the local Prefect server the CLI starts when PREFECT_API_URL is unset.",
+    )
+    stack_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of a stack operation on transient errors (lock held, throttling, network).",
+    )
+    retry_delay_s: float = Field(
+        5.0,
+        ge=0,
+        le=600,
+        description="First retry delay in seconds; doubles each retry, with jitter.",
+    )
+    pulumi_org: str | None = Field(
+        None, max_length=100, description="Pulumi Cloud organisation (optional)."
+    )
+    pulumi_access_token: SecretStr | None = Field(
+        None, description="Pulumi Cloud access token (for the Cloud backend)."
+    )
+
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    app: AppSettings = Field(default_factory=AppSettings)
+    migrations: MigrationSettings = Field(default_factory=MigrationSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
+
+    source: SettingsSource = Field(default_factory=SettingsSource, exclude=True, repr=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_text(cls, value: Any) -> Any:
+        return no_control_characters(value)
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: str) -> str:
+        return validate_environment_name(value)
+
+    @field_validator("backend_url")
+    @classmethod
+    def _backend(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in BACKEND_SCHEMES:
+            raise ValueError(
+                f"{mask_url(value)!r} is not a Pulumi backend URL; accepted: file://<path>, "
+                "s3://<bucket>[/prefix][?endpoint=...], postgres://<user>@<host>/<db>, "
+                "azblob://..., gs://..., https://api.pulumi.com"
+            )
+        if parts.scheme == "s3" and not parts.netloc:
+            raise ValueError("an s3:// backend names no bucket; use s3://<bucket>[/prefix]")
+        return value
+
+    @field_validator("secrets_provider")
+    @classmethod
+    def _secrets_provider(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not re.match(
+            r"^(passphrase|awskms://.+|azurekeyvault://.+|gcpkms://.+|hashivault://.+)$", value
+        ):
+            raise ValueError(
+                "not a secrets provider; accepted: passphrase, awskms://..., "
+                "azurekeyvault://..., gcpkms://..., hashivault://..."
+            )
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _state_in_project(cls, data: Any) -> Any:
+        # The state folder's default follows the project folder (tests and other checkouts).
+        if isinstance(data, dict) and data.get("state_dir") is None and data.get("project_dir"):
+            data = {**data, "state_dir": Path(data["project_dir"]) / ".stackflow"}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if not self.migrations.dir.is_absolute():
+            self.migrations = self.migrations.model_copy(
+                update={"dir": self.project_dir / self.migrations.dir}
+            )
+        uses_passphrase = self.secrets_provider in (None, "passphrase")
+        if self.cloud == "aws" and uses_passphrase and self.state_passphrase is None:
+            raise ValueError(
+                "the aws cloud needs STACKFLOW_STATE_PASSPHRASE (the Pulumi passphrase secrets "
+                "provider) or secrets_provider=awskms://... (the local cloud generates its own)"
+            )
+        if (self.backend_url or "").startswith("https://") and self.pulumi_access_token is None:
+            raise ValueError(
+                "backend https://... (Pulumi Cloud) needs STACKFLOW_PULUMI_ACCESS_TOKEN"
+            )
+        return self
+
+    # --- derived values ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> StateLayout:
+        """This machine's state folder and every path under it."""
+        return StateLayout(self.state_dir)
+
+    @cached_property
+    def environment_kind(self) -> EnvironmentKind:
+        return self.kind or kind_of(self.environment)
+
+    @cached_property
+    def profile(self) -> Profile:
+        return Profile(self.environment_kind)
+
+    @property
+    def protected(self) -> bool:
+        """The one answer to "is this environment protected?" (its kind: prod)."""
+        return self.profile.protected
+
+    def confirm_destroy(self, confirmed: bool) -> None:
+        """Refuse to destroy a protected (prod) environment unless `confirmed`.
+
+        Raises:
+            ConfirmationRequired: naming the environment and how to confirm.
+        """
+        if self.protected and not confirmed:
+            raise ConfirmationRequired(
+                f"environment {self.environment!r} is {self.environment_kind.value}: destroying it "
+                "needs explicit confirmation (CLI: --yes; flow parameter: confirm=true). "
+                "Nothing was changed."
+            )
+
+    def confirm_database_deletable(self) -> None:
+        """Refuse, before anything is deleted, to destroy a database with deletion protection on.
+
+        Raises:
+            DeletionProtected: naming the environment, the setting and how to lift it.
+        """
+        if not self.deletion_protection:
+            return
+        raise DeletionProtected(
+            f"the database of {self.environment!r} has RDS deletion protection on (its "
+            f"{self.environment_kind.value} kind, or `deletion_protection` under [database] in "
+            f"its file): a destroy would fail at the database after the app was already gone. "
+            f"Lift it first: set `deletion_protection = false` under [database] in "
+            f"{self.source.environment_file or 'its environment file'}, run `up --env "
+            f"{self.environment} --stacks database`, then destroy. Nothing was deleted."
+        )
+
+    @property
+    def approval_required(self) -> bool:
+        """Whether `up` waits for approval of its plan ([approval] required, else the kind)."""
+        if self.approval.required is not None:
+            return self.approval.required
+        return self.protected
+
+    @property
+    def resolved_backend_url(self) -> str:
+        """The Pulumi backend: explicit, else a file backend per cloud in the state folder."""
+        if self.backend_url:
+            return self.backend_url
+        return f"file://{self.state.file_backend(self.cloud)}"
+
+    @property
+    def localcloud_root(self) -> Path:
+        """The local cloud's folder: its server, journal, data plane and Pulumi home."""
+        return self.localcloud.dir or self.state.localcloud
+
+    @property
+    def target_label(self) -> str:
+        """Where runs act, in the words every report uses: "local cloud" or "AWS"."""
+        return "local cloud" if self.cloud == "local" else "AWS"
+
+    @property
+    def multi_az(self) -> bool:
+        return self.profile.multi_az if self.database.multi_az is None else self.database.multi_az
+
+    @property
+    def deletion_protection(self) -> bool:
+        d = self.database.deletion_protection
+        return self.profile.deletion_protection if d is None else d
+
+    @property
+    def final_snapshot(self) -> bool:
+        f = self.database.final_snapshot
+        return self.profile.final_snapshot if f is None else f
+
+    @property
+    def backup_retention_days(self) -> int:
+        b = self.database.backup_retention_days
+        return self.profile.backup_retention_days if b is None else b
+
+    @property
+    def nat_gateway(self) -> bool:
+        n = self.network.nat_gateway
+        return self.profile.nat_gateway if n is None else n
+
+    @property
+    def desired_count(self) -> int:
+        d = self.app.desired_count
+        return self.profile.desired_count if d is None else d
+
+    def secret_values(self) -> list[str]:
+        """Every secret these settings hold, for the redactor (a backend URL's password too)."""
+        values = [self.state_passphrase, self.pulumi_access_token]
+        found = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        password = urlsplit(self.backend_url or "").password
+        return found + ([password] if password else [])

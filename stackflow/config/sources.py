@@ -1,0 +1,335 @@
+"""Where each setting comes from, and reading those places with errors that name them.
+
+Three homes, one rule: what an environment deploys lives in its file in the repository, so every
+run (CLI, UI, schedule, worker) deploys the same thing for it.
+
+- `environments/<name>.toml` (or, for ephemeral names, `environments/templates/ephemeral.toml`):
+  what the environment deploys: its kind, cloud, region, network, database, app, migrations
+  folder, approval policy.
+- `stackflow.toml` at the project's root: what the team shares: project name, backend,
+  secrets provider, retry budget.
+- `STACKFLOW_*` variables (and a `.env` in the working folder): what belongs to this machine:
+  state folder, ports, credentials, the passphrase, timeouts, where the project is. They may
+  override the project file's backend and retry settings, never an environment's.
+
+A variable naming an environment setting is reported by `stray_variables` (the CLI refuses it;
+a flow run ignores it and says so), never applied.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackflow.config.kinds import EPHEMERAL_FORMS, is_ephemeral_name
+from stackflow.config.sections import SECTIONS
+from stackflow.errors import SettingsError
+
+PREFIX = "STACKFLOW_"
+PROJECT_FILE = "stackflow.toml"
+ENVIRONMENTS_DIR = "environments"
+TEMPLATES_DIR = "templates"
+
+ENVIRONMENT, PROJECT, MACHINE = "environment", "project", "machine"
+
+Key = tuple[str, ...]
+"""A setting's path: ("state_dir",) or ("app", "desired_count")."""
+
+_E, _P, _M = frozenset({ENVIRONMENT}), frozenset({PROJECT}), frozenset({MACHINE})
+_PM = _P | _M
+
+HOMES: dict[Key, frozenset[str]] = {
+    ("kind",): _E,
+    ("ttl_hours",): _E,
+    ("cloud",): _E,
+    ("project",): _P,
+    ("pulumi_org",): _P,
+    ("backend_url",): _PM,
+    ("secrets_provider",): _PM,
+    ("stack_retries",): _PM,
+    ("retry_delay_s",): _PM,
+    ("project_dir",): _M,
+    ("state_dir",): _M,
+    ("state_passphrase",): _M,
+    ("pulumi_access_token",): _M,
+    ("local_prefect_port",): _M,
+    ("aws", "region"): _E,
+    ("aws", "profile"): _M,
+    ("migrations", "dir"): _E,
+    ("migrations", "tls"): _E,
+    ("migrations", "allow_out_of_order"): _E,
+    ("migrations", "allow_missing"): _E,
+    ("migrations", "strip_definer"): _E,
+    ("migrations", "wait_timeout_s"): _PM,
+    ("migrations", "connect_timeout_s"): _PM,
+    ("migrations", "read_timeout_s"): _PM,
+    ("migrations", "write_timeout_s"): _PM,
+    ("migrations", "lock_timeout_s"): _PM,
+    ("migrations", "retries"): _PM,
+    ("migrations", "tls_ca"): _M,
+    ("approval", "required"): _E,
+    ("approval", "timeout_s"): _E,
+    ("localcloud", "port"): _M,
+    ("localcloud", "dir"): _M,
+}
+# Whole sections that live in an environment's file.
+for _section in ("network", "database", "app"):
+    for _name in SECTIONS[_section].model_fields:
+        HOMES[(_section, _name)] = _E
+
+SECRET_KEYS: frozenset[Key] = frozenset({("state_passphrase",), ("pulumi_access_token",)})
+URL_KEYS: frozenset[Key] = frozenset({("backend_url",)})
+
+
+def variable(key: Key) -> str:
+    """The variable that names a setting: STACKFLOW_APP_DESIRED_COUNT for ("app", "desired_count")."""
+    return PREFIX + "_".join(key).upper()
+
+
+def dotted(key: Key) -> str:
+    return ".".join(key)
+
+
+def homes_of(key: Key) -> frozenset[str]:
+    return HOMES.get(key, frozenset())
+
+
+@dataclass
+class Layer:
+    """Values read from one place, and the label errors use for each of them."""
+
+    values: dict[str, Any] = field(default_factory=dict)  # nested: {"app": {"cpu": 256}}
+    origins: dict[Key, str] = field(default_factory=dict)
+
+    def set(self, key: Key, value: Any, origin: str) -> None:
+        target = self.values
+        for part in key[:-1]:
+            target = target.setdefault(part, {})
+        target[key[-1]] = value
+        self.origins[key] = origin
+
+
+def merge(layers: list[Layer]) -> Layer:
+    """Later layers win, key by key."""
+    merged = Layer()
+    for layer in layers:
+        for key, origin in layer.origins.items():
+            value: Any = layer.values
+            for part in key:
+                value = value[part]
+            merged.set(key, value, origin)
+    return merged
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(
+            f"{shown}: not valid TOML: {exc}; fix the file. Nothing was changed."
+        ) from None
+    except UnicodeDecodeError:
+        raise SettingsError(
+            f"{shown}: not UTF-8 text; save it as UTF-8. Nothing was changed."
+        ) from None
+    except OSError as exc:
+        raise SettingsError(f"{shown}: cannot be read ({exc.strerror or exc}).") from None
+
+
+def _flatten(table: Mapping[str, Any], prefix: Key = ()) -> Iterator[tuple[Key, Any]]:
+    for name, value in table.items():
+        key = (*prefix, str(name))
+        if isinstance(value, Mapping) and not prefix and name in SECTIONS:
+            yield from _flatten(value, key)
+        else:
+            yield key, value
+
+
+def _where_instead(key: Key) -> str:
+    homes = homes_of(key)
+    if MACHINE in homes and PROJECT not in homes:
+        return f"it belongs to this machine: set {variable(key)}"
+    if PROJECT in homes:
+        return f"it belongs to the project: set it in {PROJECT_FILE}"
+    return "it belongs to an environment: set it in environments/<name>.toml"
+
+
+def read_file(path: Path, home: str, shown: str) -> Layer:
+    """One settings file (an environment's or the project's), every key checked for its home.
+
+    Raises:
+        SettingsError: not TOML, a key that is not a setting, or a setting of another home.
+    """
+    layer, problems = Layer(), []
+    for key, value in _flatten(_read_toml(path, shown)):
+        if key not in HOMES:
+            section = SECTIONS.get(key[0]) if len(key) == 2 else None
+            accepted = (
+                f"keys of [{key[0]}]: {', '.join(section.model_fields)}"
+                if section is not None
+                else "see the README's settings tables"
+            )
+            problems.append(f"{shown}: {dotted(key)}: not a setting; accepted {accepted}")
+        elif home not in homes_of(key):
+            problems.append(f"{shown}: {dotted(key)}: not set here; {_where_instead(key)}")
+        else:
+            layer.set(key, value, f"{shown}: {dotted(key)}")
+    if problems:
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
+    return layer
+
+
+def project_layer(project_dir: Path) -> tuple[Layer, Path | None]:
+    """The project file's settings ({} when the project has no stackflow.toml)."""
+    path = project_dir / PROJECT_FILE
+    if not path.is_file():
+        return Layer(), None
+    return read_file(path, PROJECT, PROJECT_FILE), path
+
+
+def declared_environments(project_dir: Path) -> list[str]:
+    """The environments the project declares: one file each under environments/."""
+    folder = project_dir / ENVIRONMENTS_DIR
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+class UnknownEnvironment(SettingsError):
+    """An environment the project declares no file (or template) for."""
+
+
+def environment_file(project_dir: Path, name: str) -> tuple[Path, bool]:
+    """The file that says what `name` deploys, and whether it is its kind's template.
+
+    Raises:
+        UnknownEnvironment: naming the environment, the file to add and what is declared.
+    """
+    declared = project_dir / ENVIRONMENTS_DIR / f"{name}.toml"
+    if declared.is_file():
+        return declared, False
+    if is_ephemeral_name(name):
+        template = project_dir / ENVIRONMENTS_DIR / TEMPLATES_DIR / "ephemeral.toml"
+        if template.is_file():
+            return template, True
+    known = ", ".join(declared_environments(project_dir)) or "none"
+    raise UnknownEnvironment(
+        f"environment {name!r} is not declared: add {ENVIRONMENTS_DIR}/{name}.toml to the project "
+        f"({project_dir}) saying what it deploys. Declared: {known}; ephemeral names "
+        f"({EPHEMERAL_FORMS}) use {ENVIRONMENTS_DIR}/{TEMPLATES_DIR}/ephemeral.toml. "
+        "Nothing was changed."
+    )
+
+
+def environment_layer(project_dir: Path, name: str) -> tuple[Layer, Path, bool]:
+    path, template = environment_file(project_dir, name)
+    shown = str(path.relative_to(project_dir)) if path.is_relative_to(project_dir) else str(path)
+    return read_file(path, ENVIRONMENT, shown), path, template
+
+
+# --- this machine: variables and .env ----------------------------------------------------------
+
+
+def _dotenv(path: Path) -> dict[str, tuple[str, int]]:
+    """STACKFLOW_* lines of a `.env` file: name -> (value, line).
+
+    Raises:
+        SettingsError: the file is not UTF-8 or a line cannot be parsed (naming the line).
+    """
+    from dotenv.parser import parse_stream
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SettingsError(
+            f"{path}: not UTF-8 text; save it as UTF-8. Nothing was changed."
+        ) from None
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    import io
+
+    found: dict[str, tuple[str, int]] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        line = binding.original.line
+        if binding.error:
+            raise SettingsError(
+                f"{path}, line {line}: cannot be parsed (an unterminated quote?); fix the line. "
+                "Nothing was changed, and no setting of that file was used."
+            )
+        if binding.key and binding.key.startswith(PREFIX):
+            found[binding.key] = (binding.value or "", line)
+    return found
+
+
+def machine_variables(
+    environ: Mapping[str, str], dotenv: Path | None
+) -> dict[str, tuple[str, str]]:
+    """STACKFLOW_* variables of this machine: name -> (value, where it was set); the process
+    environment wins over `.env`."""
+    found: dict[str, tuple[str, str]] = {}
+    if dotenv is not None and dotenv.is_file():
+        for name, (value, line) in _dotenv(dotenv).items():
+            found[name] = (value, f"{dotenv.name} line {line}: {name}")
+    for name, value in environ.items():
+        if name.startswith(PREFIX):
+            found[name] = (value, name)
+    return found
+
+
+_BY_VARIABLE: dict[str, Key] = {variable(k): k for k in HOMES}
+_RETIRED_HINT = (
+    "no longer a setting (the simulated engine was retired; every run uses the real Pulumi "
+    "engine). Latency, faults and drift are rehearsed on the local cloud (see 'The local cloud' "
+    "in the README); remove the variable"
+)
+
+
+def machine_layer(found: Mapping[str, tuple[str, str]]) -> Layer:
+    """The settings this machine's variables may set."""
+    layer = Layer()
+    for name, (value, origin) in found.items():
+        key = _BY_VARIABLE.get(name)
+        if key is not None and MACHINE in homes_of(key):
+            layer.set(key, value, origin)
+    return layer
+
+
+def stray_variables(found: Mapping[str, tuple[str, str]]) -> list[str]:
+    """One message per variable that names a setting variables may not set (or a retired one)."""
+    problems = []
+    for name, (value, origin) in sorted(found.items()):
+        key = _BY_VARIABLE.get(name)
+        if name.startswith(f"{PREFIX}SIM_"):
+            problems.append(f"{origin}: {_RETIRED_HINT}")
+        elif name == f"{PREFIX}ENGINE":
+            if value.strip().lower() != "automation":
+                problems.append(
+                    f"{origin}: no longer accepted (the simulated engine was retired; every run "
+                    "uses the real Pulumi engine); remove it. Where runs deploy is the "
+                    "environment file's `cloud` (or --cloud local|aws)"
+                )
+        elif name in (f"{PREFIX}ENVIRONMENT",):
+            problems.append(
+                f"{origin}: not a setting: choose the environment with --env (the command line) "
+                "or the flow's environment parameter"
+            )
+        elif key is not None and MACHINE not in homes_of(key):
+            where = f"`{dotted(key[1:])}` under [{key[0]}]" if len(key) == 2 else f"`{dotted(key)}`"
+            home = "environments/<name>.toml" if ENVIRONMENT in homes_of(key) else PROJECT_FILE
+            problems.append(
+                f"{origin}: variables set only what belongs to this machine; set {where} in "
+                f"{home} instead (what an environment deploys lives in the repository), and "
+                "remove the variable"
+            )
+    return problems
+
+
+def default_dotenv() -> Path | None:
+    path = Path(os.getcwd()) / ".env"
+    return path if path.is_file() else None
