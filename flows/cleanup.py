@@ -9,9 +9,10 @@ from prefect.events import emit_event
 from prefect.logging import get_run_logger
 
 from flows.pipeline import PipelineRequest, run_pipeline
+from pipeline.graph import GRAPH
 from stackflow.engine import Operation, get_engine
 from stackflow.environments import forget, list_environments
-from stackflow.graph import GRAPH, bare_spec
+from stackflow.graph import bare_spec
 from stackflow.settings import get_settings
 
 
@@ -23,7 +24,7 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
         dry_run: only list what would be destroyed.
     """
     logger = get_run_logger()
-    settings = get_settings()
+    settings = get_settings(strict=False)
     expired = [r for r in list_environments(settings.state_dir) if r.expired()]
     if not expired:
         logger.info("no ephemeral environment has passed its TTL")
@@ -37,7 +38,7 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
         )
         if dry_run:
             continue
-        env_settings = get_settings(environment=record.name)
+        env_settings = get_settings(record.name, strict=False)
         run_pipeline(
             PipelineRequest(environment=record.name, operation=Operation.DESTROY), env_settings
         )

@@ -16,19 +16,12 @@ from prefect.logging import get_run_logger
 
 from flows.approval import Decision, await_decision
 from flows.summary import ApprovalExpired, ApprovalRejected, PipelineSummary, publish
-from flows.walk import Walk, announce_phase, describe, stored_outcome, walk_graph
-from programs.database import DatabaseOutputs
+from flows.walk import Walk, announce_phase, describe, walk_graph
 from stackflow.engine import Operation
-from stackflow.errors import (
-    DatabaseUnreachable,
-    MigrationError,
-    MissingOutputError,
-    TransientDatabaseError,
-)
-from stackflow.graph import GRAPH, NodeKind
-from stackflow.migrations import MigrationPlanReport, offline_plan, pending_plan, pin_changes
+from stackflow.errors import MigrationError, TransientDatabaseError
+from stackflow.graph import Node, NodeKind
+from stackflow.migrations import pin_changes
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
-from stackflow.settings import MysqlTarget
 from tasks.stacks import RunContext, StackOutcome
 
 MAX_APPROVAL_ROUNDS = 5  # a plan that keeps changing while people approve it needs a person to look
@@ -53,7 +46,7 @@ def gated_up(
     logger = get_run_logger()
     settings = ctx.settings
     started = time.monotonic()
-    root = settings.state_dir / "plans" / settings.environment / uuid.uuid4().hex[:12]
+    root = settings.state.plans(settings.environment) / uuid.uuid4().hex[:12]
     earlier: list[StackOutcome] = []
     why_again = ""
     try:
@@ -62,7 +55,7 @@ def gated_up(
             # 0700: its update plans hold ciphertexts, ARNs and addresses, for this user only
             plan_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
             announce_phase(
-                ctx, summary, "plan", [n for n in nodes if GRAPH[n].kind is NodeKind.STACK]
+                ctx, summary, "plan", [n for n in nodes if ctx.graph[n].kind is NodeKind.STACK]
             )
             built = _build_plan(ctx, nodes, plan_dir, round_, why_again, force)
             if isinstance(built, Walk):
@@ -150,42 +143,27 @@ def _build_plan(
         for o in walk.outcomes
     )
     migrations = None
-    if "migrate" in nodes:
+    for planner in planners(ctx, nodes):
         try:
-            migrations = migration_plan(ctx, by_node.get("database"))
+            migrations = planner.plan(ctx, by_node) if planner.plan else None
         except (MigrationError, TransientDatabaseError) as exc:
-            return Walk(walk.outcomes, failed=f"migrate: {ctx.redactor(describe(exc))} (planning)")
+            why = ctx.redactor(describe(exc))
+            return Walk(walk.outcomes, failed=f"{planner.name}: {why} (planning)")
     return DeployPlan(
         ctx.settings.environment, ctx.settings.target_label, plans, migrations, round_, why_again
     )
 
 
-def migration_plan(ctx: RunContext, database: StackOutcome | None) -> MigrationPlanReport:
-    """The pending migrations as the approval shows them: read from the environment's database
-    (read-only, nothing created), or every file when the database is not deployed yet."""
-    settings = ctx.settings
-    protected = True  # an approval shows findings whether or not they would block
-    if database is None:  # not targeted: its outputs come from state
-        try:
-            database = stored_outcome(ctx, "database")
-        except MissingOutputError:  # not deployed yet
-            database = StackOutcome("database", "read", "read", placeholder=True)
-    db = database.typed
-    if database.placeholder or not isinstance(db, DatabaseOutputs):
-        return offline_plan(settings.migrations, protected, settings.database.username)
-    ctx.redactor.add(db.password.get_secret_value())
-    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
-    try:
-        return pending_plan(target, settings.migrations, protected)
-    except DatabaseUnreachable as exc:
-        raise MigrationError(f"the database cannot be read to plan its migrations: {exc}") from exc
+def planners(ctx: RunContext, nodes: list[str]) -> list[Node]:
+    """The targeted steps that can say, read-only, what they would do (the migrations)."""
+    return [ctx.graph[n] for n in nodes if ctx.graph[n].plan is not None]
 
 
-def previewed_migrations(ctx: RunContext, walk: Walk) -> dict[str, Any]:
-    """What `migrate` would apply after this preview (read-only), or why it cannot be told."""
-    database = next((o for o in walk.outcomes if o.node == "database"), None)
+def previewed_migrations(ctx: RunContext, walk: Walk, planner: Node) -> dict[str, Any]:
+    """What a step would do after this preview (read-only), or why it cannot be told."""
+    assert planner.plan is not None
     try:
-        report = migration_plan(ctx, database)
+        report = planner.plan(ctx, {o.node: o for o in walk.outcomes})
     except (MigrationError, TransientDatabaseError) as exc:
         return migrations_dict(None, f"not read: {ctx.redactor(describe(exc))}") or {}
     return migrations_dict(report) or {}
@@ -196,8 +174,11 @@ def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:
     edited or applied by someone else while the approval waited."""
     if plan.migrations is None:
         return ""
+    planner = next((n for n in ctx.graph.nodes.values() if n.plan is not None), None)
+    if planner is None or planner.plan is None:
+        return ""
     try:
-        now = migration_plan(ctx, None)
+        now = planner.plan(ctx, {})
     except (MigrationError, TransientDatabaseError) as exc:
         return f"the migrations could not be checked again ({ctx.redactor(describe(exc))})"
     names = {p.version: p.name for p in now.pending}

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from prefect import Flow, flow
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from flows.approval import end_state
-from flows.gate import gated_up, previewed_migrations
+from flows.gate import gated_up, planners, previewed_migrations
 from flows.summary import (
     ApprovalExpired,
     ApprovalRejected,
@@ -31,12 +31,11 @@ from flows.summary import (
     publish,
 )
 from flows.walk import announce_phase, build_context, retry_delays, steps_of, walk_graph
-from programs.database import DatabaseOutputs
-from stackflow.engine import Operation, get_engine
+from pipeline.graph import GRAPH
+from stackflow.engine import Operation
 from stackflow.environments import check_cloud, forget, record_deploy
 from stackflow.errors import SettingsError
-from stackflow.graph import GRAPH, bare_spec, parse_outputs
-from stackflow.settings import MysqlTarget, Settings, get_settings, validate_environment_name
+from stackflow.settings import Settings, get_settings, validate_environment_name
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",
@@ -50,7 +49,6 @@ __all__ = [  # what callers import from here, wherever it is defined
     "RunInterrupted",
     "RunStopped",
     "build_context",
-    "database_target",
     "deploy",
     "destroy",
     "drift",
@@ -70,6 +68,13 @@ EnvironmentName = Annotated[
         description="Environment: lowercase, DNS-safe, <= 20 characters (dev, staging, prod, pr-123)."
     ),
 ]
+Cloud = Annotated[
+    Literal["local", "aws"] | None,
+    Field(
+        description="Where to deploy: leave it empty for what the environment's file says; "
+        "'local' rehearses on the local cloud (moto on loopback)."
+    ),
+]
 Stacks = Annotated[
     list[StackName] | None,
     Field(
@@ -84,6 +89,9 @@ class PipelineRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     environment: EnvironmentName = "dev"
+    cloud: Literal["local", "aws"] | None = Field(
+        None, description="Where to deploy; None: what the environment's file says."
+    )
     operation: Operation = Operation.UP
     stacks: list[str] = Field(default_factory=list, description="Targeted stacks; empty means all.")
     force: bool = Field(
@@ -105,22 +113,26 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         ApprovalRejected, ApprovalExpired: the plan was rejected, or not decided in time.
         RunInterrupted: the run was interrupted (Ctrl-C at the command line running it).
     """
-    settings = settings or get_settings(environment=request.environment)
+    settings = settings or run_settings(request)
     op = request.operation
     if op is Operation.DESTROY:
         settings.confirm_destroy(request.confirm)
     check_cloud(settings)
     ctx = build_context(settings)
     selected = ctx.graph.select(request.stacks)
-    if op is Operation.DESTROY and "database" in selected:
-        settings.confirm_database_deletable()
-    nodes = steps_of(op, selected)
+    if op is Operation.DESTROY:
+        for name in selected:
+            guard = ctx.graph[name].destroy_guard
+            if guard is not None:
+                guard(settings)
+    nodes = steps_of(ctx.graph, op, selected)
     summary = PipelineSummary(
         settings.environment,
         op.value,
         ctx.engine.name,
         target=settings.target_label,
         ui_url=flow_run_url(),
+        settings=settings.source.as_dict(),
     )
     started = time.monotonic()
     with ctx.progress.cancellable(ctx.cancel):
@@ -129,8 +141,9 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         else:
             announce_phase(ctx, summary, op.value, nodes)
             ended = walk_graph(ctx, nodes, op, request.force)
-            if op is Operation.PREVIEW and "migrate" in selected and not ended.failed:
-                summary.migrations = previewed_migrations(ctx, ended)
+            planner = next(iter(planners(ctx, selected)), None)
+            if op is Operation.PREVIEW and planner is not None and not ended.failed:
+                summary.migrations = previewed_migrations(ctx, ended, planner)
     summary.outcomes = ended.outcomes
     summary.failed = ended.failed or (ended.invalidated or None)
     summary.engine_calls = list(ctx.engine_calls)
@@ -156,6 +169,20 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     return summary
 
 
+def run_settings(request: PipelineRequest) -> Settings:
+    """The settings a flow run acts on: the environment's file in this project, this machine's
+    variables. A variable that names an environment setting is ignored (a file decides what an
+    environment deploys), and the run's log says so."""
+    settings = get_settings(request.environment, request.cloud, strict=False)
+    if settings.source.ignored:
+        from prefect.logging import get_run_logger
+
+        logger = get_run_logger()
+        for line in settings.source.ignored:
+            logger.warning("ignored: %s", line)
+    return settings
+
+
 def _run(request: PipelineRequest) -> Any:
     """The flow's result: the summary, or a Cancelled state of its own for a run that stopped on
     purpose (rejected, expired, interrupted) with the summary as its data."""
@@ -166,7 +193,11 @@ def _run(request: PipelineRequest) -> Any:
 
 
 def _request(
-    environment: str, operation: Operation, stacks: list[Any] | None, **kw: bool
+    environment: str,
+    cloud: str | None,
+    operation: Operation,
+    stacks: list[Any] | None,
+    **kw: bool,
 ) -> PipelineRequest:
     if stacks is not None and not [s for s in stacks if str(getattr(s, "value", s)).strip()]:
         # "not given" means every stack; an explicit empty list is a mistake, never "all"
@@ -176,6 +207,7 @@ def _request(
         )
     return PipelineRequest(
         environment=environment,
+        cloud=cloud,
         operation=operation,
         stacks=[getattr(s, "value", s) for s in stacks or []],
         **kw,
@@ -183,48 +215,58 @@ def _request(
 
 
 @flow(name="deploy", flow_run_name="deploy-{environment}", log_prints=False, persist_result=False)
-def deploy(environment: EnvironmentName = "dev", stacks: Stacks = None, force: bool = False) -> Any:
+def deploy(
+    environment: EnvironmentName = "dev",
+    stacks: Stacks = None,
+    force: bool = False,
+    cloud: Cloud = None,
+) -> Any:
     """Bring an environment up: networking, database, migrations, app, verification.
 
     Args:
         environment: the environment to deploy (dev, staging, prod, pr-123).
         stacks: only these stacks; the rest are read from state.
+        cloud: where to deploy; empty: what the environment's file says.
         force: update stacks even when nothing changed since their last successful update.
     """
-    return _run(_request(environment, Operation.UP, stacks, force=force))
+    return _run(_request(environment, cloud, Operation.UP, stacks, force=force))
 
 
 @flow(name="preview", flow_run_name="preview-{environment}", log_prints=False, persist_result=False)
-def preview(environment: EnvironmentName = "dev", stacks: Stacks = None) -> Any:
+def preview(
+    environment: EnvironmentName = "dev", stacks: Stacks = None, cloud: Cloud = None
+) -> Any:
     """Show what a deploy would change, stack by stack, changing nothing.
 
     Args:
         environment: the environment to preview.
         stacks: only these stacks.
     """
-    return _run(_request(environment, Operation.PREVIEW, stacks))
+    return _run(_request(environment, cloud, Operation.PREVIEW, stacks))
 
 
 @flow(name="refresh", flow_run_name="refresh-{environment}", log_prints=False, persist_result=False)
-def refresh(environment: EnvironmentName = "dev", stacks: Stacks = None) -> Any:
+def refresh(
+    environment: EnvironmentName = "dev", stacks: Stacks = None, cloud: Cloud = None
+) -> Any:
     """Update each stack's state from what exists in the cloud.
 
     Args:
         environment: the environment to refresh.
         stacks: only these stacks.
     """
-    return _run(_request(environment, Operation.REFRESH, stacks))
+    return _run(_request(environment, cloud, Operation.REFRESH, stacks))
 
 
 @flow(name="drift", flow_run_name="drift-{environment}", log_prints=False, persist_result=False)
-def drift(environment: EnvironmentName = "dev", stacks: Stacks = None) -> Any:
+def drift(environment: EnvironmentName = "dev", stacks: Stacks = None, cloud: Cloud = None) -> Any:
     """Check every stack for drift (a refresh preview); drift fails the run and emits an event.
 
     Args:
         environment: the environment to check.
         stacks: only these stacks.
     """
-    return _run(_request(environment, Operation.DRIFT, stacks))
+    return _run(_request(environment, cloud, Operation.DRIFT, stacks))
 
 
 @flow(name="destroy", flow_run_name="destroy-{environment}", log_prints=False, persist_result=False)
@@ -232,6 +274,7 @@ def destroy(
     environment: EnvironmentName = "dev",
     stacks: Stacks = None,
     confirm: Annotated[bool, Field(description="Required to destroy a prod environment.")] = False,
+    cloud: Cloud = None,
 ) -> Any:
     """Destroy an environment's stacks in reverse dependency order.
 
@@ -240,7 +283,7 @@ def destroy(
         stacks: only these stacks.
         confirm: must be true to destroy a protected (prod) environment.
     """
-    return _run(_request(environment, Operation.DESTROY, stacks, confirm=confirm))
+    return _run(_request(environment, cloud, Operation.DESTROY, stacks, confirm=confirm))
 
 
 FLOWS: dict[str, Flow[..., Any]] = {
@@ -250,14 +293,3 @@ FLOWS: dict[str, Flow[..., Any]] = {
     "drift": drift,
     "destroy": destroy,
 }
-
-
-def database_target(settings: Settings) -> MysqlTarget:
-    """The environment's database, from its stack outputs (for `migrate`)."""
-    engine = get_engine(settings)
-    outputs = engine.outputs(bare_spec(settings, "database"))
-    db = parse_outputs(GRAPH["database"], outputs)
-    assert isinstance(db, DatabaseOutputs)
-    return MysqlTarget(
-        db.host, db.port, db.user, SecretStr(db.password.get_secret_value()), db.database
-    )

@@ -182,13 +182,10 @@ def _one_line(text: str, limit: int = 600) -> str:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    if getattr(args, "cloud", None):
-        os.environ["STACKFLOW_CLOUD"] = args.cloud
-    if args.environment:
-        os.environ["STACKFLOW_ENVIRONMENT"] = args.environment
+    """The settings of the environment a command names (--env, default dev), --cloud if given."""
     from stackflow.settings import get_settings
 
-    return get_settings()
+    return get_settings(args.environment or "dev", getattr(args, "cloud", None))
 
 
 def _use_local_prefect(settings: Any) -> None:
@@ -240,7 +237,7 @@ def _server(args: argparse.Namespace, settings: Any) -> int:
 
 def _stacks(args: argparse.Namespace) -> list[str]:
     names: list[str] = list(getattr(args, "stacks", None) or [])
-    from stackflow.graph import GRAPH
+    from pipeline.graph import GRAPH
 
     GRAPH.select(names)  # raises UnknownStackError naming the accepted stacks
     return names
@@ -337,7 +334,11 @@ def _run_flow(args: argparse.Namespace, settings: Any) -> int:
     from flows.pipeline import FLOWS
     from stackflow.progress import hub
 
-    kwargs: dict[str, Any] = {"environment": settings.environment, "stacks": _stacks(args) or None}
+    kwargs: dict[str, Any] = {
+        "environment": settings.environment,
+        "stacks": _stacks(args) or None,
+        "cloud": getattr(args, "cloud", None),
+    }
     if args.command == "up":
         kwargs["force"] = args.force
     if args.command == "destroy":
@@ -593,13 +594,14 @@ def _bug(exc: BaseException, log_file: Path | None = None) -> int:
 
 
 def _outputs(args: argparse.Namespace, settings: Any) -> int:
+    from pipeline.graph import GRAPH
     from stackflow.engine import get_engine
-    from stackflow.graph import GRAPH, bare_spec
+    from stackflow.graph import bare_spec, user_outputs
 
     engine = get_engine(settings)
     wanted = _stacks(args) or GRAPH.stacks
     result = {
-        n: {k: v.shown() for k, v in engine.outputs(bare_spec(settings, n)).items()}
+        n: {k: v.shown() for k, v in user_outputs(engine.outputs(bare_spec(settings, n))).items()}
         for n in wanted
         if n in GRAPH.stacks
     }
@@ -629,7 +631,7 @@ def _drop_event_loop_noise(unraisable: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "graph":
-        from stackflow.graph import GRAPH
+        from pipeline.graph import GRAPH
 
         if args.json:
             nodes = [
@@ -654,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(cloud_run(args, settings))
         if args.command == "migrate":
             from flows.migrate_cli import run as migrate_run
-            from flows.pipeline import database_target
+            from pipeline.graph import database_target
 
             return int(
                 migrate_run(args, settings, target_from_stack=lambda: database_target(settings))

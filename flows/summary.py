@@ -10,8 +10,8 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
 from flows.approval import Decision
+from pipeline.graph import GRAPH
 from stackflow.errors import StackflowError
-from stackflow.graph import GRAPH
 from stackflow.plan import markdown_cell, migrations_markdown
 from tasks.stacks import StackOutcome
 
@@ -74,6 +74,8 @@ class PipelineSummary:
     approvals: list[Decision] = field(default_factory=list)  # a gated up's decisions, in order
     migrations: dict[str, Any] | None = None  # a preview's pending migrations (migrations_dict)
     stopped: str = ""  # why a run stopped on purpose (rejected, expired, interrupted)
+    # which files said what this run deploys, and what overrode them (secrets masked)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +105,7 @@ class PipelineSummary:
             "approvals": [d.as_dict() for d in self.approvals],
             "migrations": self.migrations,
             "stopped": self.stopped,
+            "settings": self.settings,
         }
 
     def markdown(self) -> str:
@@ -142,8 +145,24 @@ class PipelineSummary:
             + self.changes_markdown()
             + self.migrations_markdown()
             + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "")
+            + self.settings_markdown()
             + "\n"
         )
+
+    def settings_markdown(self) -> str:
+        """Which file said what this run deploys, and what this machine overrode (masked)."""
+        if not self.settings:
+            return ""
+        env_file = self.settings.get("environment_file") or "?"
+        kind = " (its kind's template)" if self.settings.get("template") else ""
+        lines = ["", "", "## Settings", "", f"- environment file: `{env_file}`{kind}"]
+        if self.settings.get("project_file"):
+            lines.append(f"- project file: `{self.settings['project_file']}`")
+        for name, where in sorted((self.settings.get("overrides") or {}).items()):
+            lines.append(f"- `{name}` = {markdown_cell(where)}")
+        for line in self.settings.get("ignored") or []:
+            lines.append(f"- ignored: {markdown_cell(line)}")
+        return "\n".join(lines)
 
     def graph_markdown(self) -> str:
         """The graph with each node's status, as a table: the Prefect UI's markdown renders

@@ -1,8 +1,10 @@
-"""The stack graph, declared once as data: networking -> database -> migrate -> app -> verify.
+"""The stack graph's types: nodes as data, and the graph that derives everything from them.
 
-Each node names its upstream nodes and knows how to build its program's arguments from settings and
-the typed outputs of those upstream nodes. Order, reverse order (destroy), targeting, the critical
-path and the Mermaid picture are all derived from `GRAPH`; nothing else hard-codes the order.
+A node is a Pulumi stack (its program, the arguments it is built from, its typed outputs) or a
+step the flow runs itself (the task that runs it). Order, reverse order (destroy), targeting,
+the critical path and the Mermaid picture are derived from the declaration; nothing else
+hard-codes the order. The declaration itself is `tasks.graph.GRAPH` (steps name their Prefect
+tasks, which live above this layer); this module knows no node by name.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from programs.app import AppArgs, AppOutputs, app
-from programs.database import DatabaseArgs, DatabaseOutputs, database
-from programs.networking import NetworkingArgs, NetworkingOutputs, networking
-from stackflow.engine.base import ConfigValue, OutputValue, ProgramFn, StackSpec
+from stackflow.engine.base import ConfigValue, OutputValue, StackSpec
 from stackflow.errors import MissingOutputError, UnknownStackError, echo
-from stackflow.settings import EnvironmentKind, Settings
+from stackflow.settings import Settings
 
 Upstream = Mapping[str, BaseModel]
+"""The typed outputs of a node's upstream stacks, by node name."""
+
+INTERNAL_OUTPUT = "_stackflow"
+"""The output every stack's update records for stackflow itself (its fingerprint); never typed."""
 
 
 class NodeKind(StrEnum):
@@ -34,105 +37,65 @@ class NodeKind(StrEnum):
 
 @dataclass(frozen=True)
 class Node:
-    """One node of the graph."""
+    """One node of the graph.
+
+    Attributes:
+        name: the node's name (a stack's name is its Pulumi project's suffix).
+        kind: a Pulumi stack, or a step.
+        description: one line for the graph's picture and the docs.
+        upstream: the nodes whose outputs (or completion) this one needs, declared earlier.
+        outputs: a stack's typed outputs model (one field per exported output).
+        inputs: a stack's program arguments, built from settings and upstream outputs.
+        program: a stack's Pulumi program: a plain function of those arguments.
+        known: a stack's outputs known from settings alone (a preview of a new environment shows
+            them; the rest are placeholders made from the outputs model's field types).
+        task: the Prefect task that runs the node (a step's own; stacks share the stack task).
+        plan: a step's read-only account of what it would do, for previews and approvals
+            (called with the run's context and the outcomes of the stacks it reads).
+        destroy_guard: a stack's check before a destroy reaches anything (raises to refuse).
+        sources: the files a stack's fingerprint covers (its program module and helpers).
+    """
 
     name: str
     kind: NodeKind
     description: str
     upstream: tuple[str, ...] = ()
     outputs: type[BaseModel] | None = None
-    build: Callable[[Settings, Upstream], tuple[BaseModel, ProgramFn]] | None = field(
-        default=None, repr=False
-    )
-    sources: tuple[Path, ...] = ()  # program source files: part of the fingerprint
+    inputs: Callable[[Settings, Upstream], BaseModel] | None = field(default=None, repr=False)
+    program: Callable[[Any], Mapping[str, Any]] | None = field(default=None, repr=False)
+    known: Callable[[Settings], Mapping[str, Any]] | None = field(default=None, repr=False)
+    task: Any = field(default=None, repr=False)
+    plan: Callable[[Any, Mapping[str, Any]], Any] | None = field(default=None, repr=False)
+    destroy_guard: Callable[[Settings], None] | None = field(default=None, repr=False)
+    sources: tuple[Path, ...] = ()
 
 
-def _networking(settings: Settings, _: Upstream) -> tuple[BaseModel, ProgramFn]:
-    args = NetworkingArgs(
-        project=settings.project,
-        environment=settings.environment,
-        vpc_cidr=settings.network.vpc_cidr,
-        az_count=settings.network.az_count,
-        nat_gateway=settings.nat_gateway,
-        migration_cidrs=list(settings.network.migration_cidrs),
-        app_port=settings.app.port,
-        db_port=settings.database.port,
-    )
-    return args, lambda: networking(args)
-
-
-def _database(settings: Settings, up: Upstream) -> tuple[BaseModel, ProgramFn]:
-    net = typing.cast(NetworkingOutputs, up["networking"])
-    db = settings.database
-    args = DatabaseArgs(
-        project=settings.project,
-        environment=settings.environment,
-        private_subnet_ids=list(net.private_subnet_ids),
-        db_security_group_id=net.db_security_group_id,
-        engine_version=db.engine_version,
-        instance_class=db.instance_class,
-        allocated_storage_gb=db.allocated_storage_gb,
-        backup_retention_days=settings.backup_retention_days,
-        multi_az=settings.multi_az,
-        deletion_protection=settings.deletion_protection,
-        final_snapshot=settings.final_snapshot,
-        publicly_accessible=db.publicly_accessible,
-        db_name=db.name,
-        username=db.username,
-        port=db.port,
-        require_secure_transport=settings.migrations.tls,
-        apply_immediately=settings.environment_kind is not EnvironmentKind.PROD,
-    )
-    return args, lambda: database(args)
-
-
-def _app(settings: Settings, up: Upstream) -> tuple[BaseModel, ProgramFn]:
-    net = typing.cast(NetworkingOutputs, up["networking"])
-    db = typing.cast(DatabaseOutputs, up["database"])
-    a = settings.app
-    args = AppArgs(
-        project=settings.project,
-        environment=settings.environment,
-        region=settings.aws.region,
-        vpc_id=net.vpc_id,
-        public_subnet_ids=list(net.public_subnet_ids),
-        private_subnet_ids=list(net.private_subnet_ids),
-        alb_security_group_id=net.alb_security_group_id,
-        app_security_group_id=net.app_security_group_id,
-        tasks_in_public_subnets=not settings.nat_gateway,
-        db_host=db.host,
-        db_port=db.port,
-        db_name=db.database,
-        db_user=db.user,
-        db_password_secret_arn=db.password_secret_arn,
-        image=a.image,
-        cpu=a.cpu,
-        memory_mb=a.memory_mb,
-        desired_count=settings.desired_count,
-        port=a.port,
-        health_check_path=a.health_check_path,
-        log_retention_days=a.log_retention_days,
-    )
-    return args, lambda: app(args)
-
-
-def _sources(program: Callable[..., Any]) -> tuple[Path, ...]:
-    """The program's module file and the shared helpers beside it: what its fingerprint covers."""
+def program_sources(program: Callable[..., Any]) -> tuple[Path, ...]:
+    """A program's module file and the shared helpers beside it: what its fingerprint covers."""
     module = Path(inspect.getfile(program)).resolve()
-    return (module, module.parent / "common.py")
+    common = module.parent / "common.py"
+    return (module, common) if common.is_file() else (module,)
+
+
+class GraphError(ValueError):
+    """A graph declaration that cannot run (found at import time)."""
 
 
 class StackGraph:
     """A directed acyclic graph of nodes, in declaration order."""
 
-    def __init__(self, nodes: Iterable[Node]) -> None:
+    def __init__(self, nodes: Iterable[Node], *, check: bool = True) -> None:
         self.nodes: dict[str, Node] = {}
         for node in nodes:
+            if node.name in self.nodes:
+                raise GraphError(f"node {node.name!r} is declared twice")
             for up in node.upstream:
                 if up not in self.nodes:
-                    raise ValueError(
+                    raise GraphError(
                         f"node {node.name!r} names upstream {up!r} before it is declared"
                     )
+            if check:
+                _check(node)
             self.nodes[node.name] = node
 
     def __getitem__(self, name: str) -> Node:
@@ -169,6 +132,10 @@ class StackGraph:
                 todo.extend(self.nodes[up].upstream)
         return seen
 
+    def upstream_stacks(self, name: str) -> list[str]:
+        """The stacks among a node's direct upstream nodes."""
+        return [u for u in self[name].upstream if self.nodes[u].kind is NodeKind.STACK]
+
     def select(self, names: Iterable[str] | None) -> list[str]:
         """Validate a targeting list; None or empty means every node. Returned in graph order.
 
@@ -203,6 +170,20 @@ class StackGraph:
             lines.extend(f"    {up} --> {node.name}" for up in node.upstream)
         return "\n".join(lines)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The nodes as data (`graph --json`)."""
+        return {
+            "nodes": [
+                {
+                    "name": n.name,
+                    "kind": n.kind.value,
+                    "upstream": list(n.upstream),
+                    "description": n.description,
+                }
+                for n in self.nodes.values()
+            ]
+        }
+
     # -- building stacks --
 
     def spec(
@@ -214,22 +195,30 @@ class StackGraph:
             MissingOutputError: an upstream output the program needs is missing.
         """
         node = self[name]
-        if node.build is None:
-            raise ValueError(f"node {name!r} is a step, not a stack")
-        missing = [
-            u for u in node.upstream if u not in upstream and self.nodes[u].kind is NodeKind.STACK
-        ]
+        if node.inputs is None or node.program is None:
+            raise GraphError(f"node {name!r} is a step, not a stack")
+        missing = [u for u in self.upstream_stacks(name) if u not in upstream]
         if missing:
             raise MissingOutputError(name, f"needs the outputs of {', '.join(missing)}")
-        args, program = node.build(settings, upstream)
+        args = node.inputs(settings, upstream)
+        program = node.program
         spec = StackSpec(
             project=settings.project,
             environment=settings.environment,
             node=name,
-            program=program,
+            program=lambda: program(args),
             config=stack_config(settings),
         )
         return spec, args
+
+
+def _check(node: Node) -> None:
+    if node.kind is NodeKind.STEP and node.task is None:
+        raise GraphError(f"step {node.name!r} names no task to run it")
+    if node.kind is NodeKind.STACK:
+        absent = [a for a in ("outputs", "inputs", "program", "task") if getattr(node, a) is None]
+        if absent:
+            raise GraphError(f"stack {node.name!r} declares no {', '.join(absent)}")
 
 
 def bare_spec(settings: Settings, node: str) -> StackSpec:
@@ -240,11 +229,17 @@ def bare_spec(settings: Settings, node: str) -> StackSpec:
 
 
 def stack_config(settings: Settings) -> dict[str, ConfigValue]:
-    """Config every stack gets; provider settings are passed as config, never as code."""
+    """Config every stack gets; provider settings are passed as config, never as code. The
+    engine decides what its cloud may see (the local cloud never gets an AWS profile)."""
     config = {"aws:region": ConfigValue(settings.aws.region)}
     if settings.aws.profile:
         config["aws:profile"] = ConfigValue(settings.aws.profile)
     return config
+
+
+def user_outputs(outputs: Mapping[str, OutputValue]) -> dict[str, OutputValue]:
+    """A stack's outputs without the one stackflow records for itself."""
+    return {k: v for k, v in outputs.items() if k != INTERNAL_OUTPUT}
 
 
 def parse_outputs(node: Node, outputs: Mapping[str, OutputValue]) -> BaseModel:
@@ -262,57 +257,32 @@ def parse_outputs(node: Node, outputs: Mapping[str, OutputValue]) -> BaseModel:
     return node.outputs.model_validate({k: outputs[k].value for k in node.outputs.model_fields})
 
 
-def placeholder_outputs(node: Node, settings: Settings) -> BaseModel:
-    """Outputs that stand in for a stack not deployed yet, so downstream stacks can be previewed.
+def _placeholder(annotation: Any, tag: str) -> Any:
+    origin = typing.get_origin(annotation)
+    if annotation is int or annotation is float:
+        return 0
+    if annotation is bool:
+        return False
+    if annotation is SecretStr:
+        return SecretStr(tag)
+    if origin in (list, tuple):
+        (inner,) = typing.get_args(annotation)[:1] or (str,)
+        return [_placeholder(inner, f"{tag}-0")]
+    return tag
 
-    Every string says `placeholder`, so nothing downstream can mistake it for a real value.
+
+def placeholder_outputs(node: Node, settings: Settings) -> BaseModel:
+    """Outputs that stand in for a stack not deployed yet, so downstream stacks can be previewed:
+    the values known from settings (`node.known`), the rest made from the outputs model's field
+    types. Every made-up string says `placeholder`, so nothing downstream can mistake it for real.
     """
     assert node.outputs is not None
+    known = dict(node.known(settings)) if node.known is not None else {}
     values: dict[str, Any] = {}
     for name, info in node.outputs.model_fields.items():
-        tag = f"placeholder-{node.name}-{name.replace('_', '-')}"
-        ann = info.annotation
-        if ann is int:
-            values[name] = settings.database.port if "port" in name else 0
-        elif ann is SecretStr:
-            values[name] = SecretStr(tag)
-        elif typing.get_origin(ann) is list:
-            values[name] = [f"{tag}-{i}" for i in range(settings.network.az_count)]
+        if name in known:
+            values[name] = known[name]
         else:
-            values[name] = tag
+            tag = f"placeholder-{node.name}-{name.replace('_', '-')}"
+            values[name] = _placeholder(info.annotation, tag)
     return node.outputs.model_validate(values)
-
-
-GRAPH = StackGraph(
-    [
-        Node(
-            "networking",
-            NodeKind.STACK,
-            "VPC, public and private subnets, NAT, security groups",
-            outputs=NetworkingOutputs,
-            build=_networking,
-            sources=_sources(networking),
-        ),
-        Node(
-            "database",
-            NodeKind.STACK,
-            "RDS MySQL 8.0 in the private subnets, password in Secrets Manager",
-            upstream=("networking",),
-            outputs=DatabaseOutputs,
-            build=_database,
-            sources=_sources(database),
-        ),
-        Node("migrate", NodeKind.STEP, "schema migrations on the database", upstream=("database",)),
-        Node(
-            "app",
-            NodeKind.STACK,
-            "ECS Fargate service behind an application load balancer",
-            upstream=("networking", "database", "migrate"),
-            outputs=AppOutputs,
-            build=_app,
-            sources=_sources(app),
-        ),
-        Node("verify", NodeKind.STEP, "poll the app's health URL", upstream=("app",)),
-    ]
-)
-"""The graph every flow walks."""

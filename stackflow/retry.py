@@ -53,3 +53,18 @@ class RetryPolicy:
             "retry_delay_seconds": drawn or 0,
             "retry_jitter_factor": None,
         }
+
+
+def stack_policy(retries: int, first_delay_s: float) -> RetryPolicy:
+    """Stack operations: transient engine errors (a lock held, throttling, the network)."""
+    return RetryPolicy(retries, first_delay_s)
+
+
+def migration_policy(retries: int) -> RetryPolicy:
+    """The migrate step: a database not reachable yet, a dropped connection."""
+    return RetryPolicy(retries, 2.0)
+
+
+def health_policy() -> RetryPolicy:
+    """The verify step: an app that is still starting answers after a while (~2.5 min)."""
+    return RetryPolicy(10, 15.0, factor=1.0, jitter=0.3)

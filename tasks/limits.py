@@ -131,7 +131,7 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def stack_slot(
-    state_dir: Path,
+    holders: Path,
     environment: str,
     stack: str,
     say: Callable[[str], None],
@@ -144,7 +144,6 @@ def stack_slot(
         waiting: told (once) that another run holds the slot; default: `say`, as "waiting: ...".
     """
     name = limit_name(environment, stack)
-    holders = state_dir / "holders"
     holders.mkdir(parents=True, exist_ok=True)
     holder = holders / f"{name}.json"
     # Prefect's upsert reads, then creates: another process may create the limit in between.

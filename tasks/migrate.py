@@ -10,6 +10,7 @@ at once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,23 +19,32 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.logging import get_run_logger
-from prefect.tasks import Task, exponential_backoff
+from prefect.tasks import Task
 
-from stackflow.errors import TransientDatabaseError
+from programs.database import DatabaseOutputs
+from stackflow.errors import (
+    DatabaseUnreachable,
+    MigrationError,
+    MissingOutputError,
+    TransientDatabaseError,
+)
 from stackflow.migrations import (
     AppliedMigration,
     MigrateReport,
+    MigrationPlanReport,
     WaitAttempt,
     describe_target,
     load_migrations,
     migrate,
+    offline_plan,
+    pending_plan,
     wait_for_database,
 )
+from stackflow.plan import DeployPlan
+from stackflow.progress import NodeState
+from stackflow.retry import migration_policy
 from stackflow.settings import EnvironmentKind, MigrationSettings, MysqlTarget, kind_of
-
-# Matches MigrationSettings.retries' default; callers pass the setting with
-# `run_migrations.with_options(retries=settings.retries)`.
-DEFAULT_RETRIES = 3
+from tasks.stacks import RunContext, StackOutcome
 
 
 def retry_if_transient_database(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -92,9 +102,6 @@ def _cell(text: str) -> str:
 @task(
     name="run-migrations",
     task_run_name="migrations-{environment}",
-    retries=DEFAULT_RETRIES,
-    retry_delay_seconds=exponential_backoff(backoff_factor=2),
-    retry_jitter_factor=0.5,
     retry_condition_fn=retry_if_transient_database,
     cache_policy=NO_CACHE,
     persist_result=False,
@@ -168,3 +175,78 @@ def run_migrations(
         description=f"Schema migrations for {environment}: {len(report.applied)} applied",
     )
     return report
+
+
+def _database(upstream: Mapping[str, StackOutcome]) -> StackOutcome | None:
+    """The upstream stack whose outputs are a database's (the step reads it by type, not name)."""
+    return next((o for o in upstream.values() if isinstance(o.typed, DatabaseOutputs)), None)
+
+
+@task(name="migrate", task_run_name="migrate-{node}", cache_policy=NO_CACHE, persist_result=False)
+def migrate_step(
+    ctx: RunContext,
+    node: str,
+    upstream: dict[str, StackOutcome],
+    plan: DeployPlan | None = None,
+) -> StackOutcome:
+    """Bring the database schema to the latest version (a nested task with its own retries).
+
+    `plan`: what an approval covered; its migration files (version -> checksum) are the only ones
+    that may run (any other pending file stops the run: MigrationPlanChanged), and their
+    destructive findings count as approved.
+    """
+    ctx.check_not_cancelled(node)
+    started = time.monotonic()
+    database = _database(upstream)
+    if database is None or database.placeholder:
+        ctx.publish(node, NodeState.SKIPPED, status="skipped", detail="database not deployed")
+        return StackOutcome(node, "migrate", "skipped", note="database not deployed yet (preview)")
+    db = database.typed
+    assert isinstance(db, DatabaseOutputs)
+    ctx.publish(node, NodeState.RUNNING)
+    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    ctx.redactor.add(db.password.get_secret_value())
+    environment = ctx.settings.environment
+    try:
+        policy = migration_policy(ctx.settings.migrations.retries)
+        report = run_migrations.with_options(**policy.task_options())(
+            target,
+            ctx.settings.migrations,
+            environment,
+            pinned=plan.pinned if plan is not None else None,
+            protected=ctx.settings.protected,
+        )
+    except Exception as exc:
+        ctx.publish(node, NodeState.FAILED, detail=ctx.redactor(str(exc)))
+        raise
+    applied = len(report.applied)
+    note = f"{applied} applied, {report.already_applied} already applied"
+    status = "migrated" if applied else "unchanged"
+    ctx.publish(node, NodeState.DONE, status=status, detail=note)
+    return StackOutcome(node, "migrate", status, duration_s=time.monotonic() - started, note=note)
+
+
+def migration_plan(ctx: RunContext, upstream: Mapping[str, StackOutcome]) -> MigrationPlanReport:
+    """The pending migrations as an approval or a preview shows them: read from the environment's
+    database (read-only, nothing created), or every file when it is not deployed yet.
+
+    `upstream`: outcomes of this run's stacks; a database not among them is read from state.
+    """
+    settings = ctx.settings
+    protected = True  # an approval shows findings whether or not they would block
+    database = _database(upstream)
+    if database is None:  # not targeted: its outputs come from state
+        stack = next((n for n in ctx.graph.stacks if ctx.graph[n].outputs is DatabaseOutputs), None)
+        try:
+            database = ctx.stored_outcome(stack) if stack else None
+        except MissingOutputError:  # not deployed yet
+            database = None
+    db = database.typed if database is not None else None
+    if database is None or database.placeholder or not isinstance(db, DatabaseOutputs):
+        return offline_plan(settings.migrations, protected, settings.database.username)
+    ctx.redactor.add(db.password.get_secret_value())
+    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    try:
+        return pending_plan(target, settings.migrations, protected)
+    except DatabaseUnreachable as exc:
+        raise MigrationError(f"the database cannot be read to plan its migrations: {exc}") from exc

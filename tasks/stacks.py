@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.logging import get_run_logger
 from prefect.runtime import task_run
-from prefect.tasks import Task, exponential_backoff
+from prefect.tasks import Task
 from pydantic import BaseModel
 
 from stackflow import fingerprint
@@ -26,7 +26,13 @@ from stackflow.engine import Engine, Listener, Operation, OperationResult, Outpu
 from stackflow.engine.base import ChangeCounts, ResourceChange, ResourceEvent, StackSpec
 from stackflow.errors import OperationCancelled, PlanChanged, StackError
 from stackflow.fingerprint import FingerprintStore
-from stackflow.graph import StackGraph, bare_spec, parse_outputs, placeholder_outputs
+from stackflow.graph import (
+    StackGraph,
+    bare_spec,
+    parse_outputs,
+    placeholder_outputs,
+    user_outputs,
+)
 from stackflow.plan import StackPlan
 from stackflow.progress import (
     NodeChanged,
@@ -71,6 +77,26 @@ class RunContext:
         which; see `Engine.cancel`)."""
         for node in self.graph.stacks:
             self.engine.cancel(bare_spec(self.settings, node), interrupt=interrupt)
+
+    def stored_outcome(self, node: str) -> StackOutcome:
+        """A stack outside the targets: its outputs are read from state, not redeployed.
+
+        Raises:
+            MissingOutputError: the stack is not deployed (its outputs lack what is needed).
+        """
+        outputs = user_outputs(self.engine.outputs(bare_spec(self.settings, node)))
+        for value in outputs.values():
+            if value.secret and isinstance(value.value, str):
+                self.redactor.add(value.value)
+        typed = parse_outputs(self.graph[node], outputs)
+        return StackOutcome(
+            node,
+            "read",
+            "read",
+            outputs=outputs,
+            typed=typed,
+            note="outputs read from state (not targeted)",
+        )
 
     def check_not_cancelled(self, node: str) -> None:
         """Raises OperationCancelled when the run was interrupted before `node` started."""
@@ -165,10 +191,8 @@ class Gate:
 @task(
     name="stack",
     task_run_name="{operation}-{node}",
-    retries=3,
-    # no retry_jitter_factor: a run draws its jittered delays once (flows.walk.retry_delays),
-    # so the task can say when its next attempt starts
-    retry_delay_seconds=exponential_backoff(backoff_factor=5),
+    # how many retries and after how long: the run's RetryPolicy (flows.walk applies it, its
+    # delays drawn once, so the task can say when its next attempt starts)
     retry_condition_fn=retry_if_transient,
     cache_policy=NO_CACHE,
     persist_result=False,  # outputs may hold secrets: never written to result storage
@@ -242,7 +266,7 @@ def stack_operation(
         logger.info("waiting: %s", why)
         ctx.publish(node, NodeState.WAITING, detail=why, attempt=attempt)
 
-    with stack_slot(settings.state_dir, settings.environment, node, freed, waiting):
+    with stack_slot(settings.state.holders, settings.environment, node, freed, waiting):
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
+from programs.app import AppOutputs
 from stackflow.errors import StackError, TransientStackError
+from stackflow.plan import DeployPlan
+from stackflow.progress import NodeState
+from stackflow.retry import health_policy
+from tasks.stacks import RunContext, StackOutcome
 
 
 class HealthCheckFailed(TransientStackError):
@@ -17,10 +24,7 @@ class HealthCheckFailed(TransientStackError):
 
 
 @task(
-    name="verify",
-    retries=10,
-    retry_delay_seconds=15,
-    retry_jitter_factor=0.3,
+    name="verify-health",
     retry_condition_fn=lambda task, run, state: True,  # every failure here is "not healthy yet"
     cache_policy=NO_CACHE,
     persist_result=False,
@@ -45,3 +49,35 @@ def verify_health(url: str, path: str, timeout_s: float = 10.0) -> int:
 def check_url(url: str) -> None:
     if not url.startswith(("http://", "https://")):
         raise StackError("app", f"output url {url!r} is not an http(s) URL")
+
+
+@task(name="verify", task_run_name="verify-{node}", cache_policy=NO_CACHE, persist_result=False)
+def verify_step(
+    ctx: RunContext,
+    node: str,
+    upstream: dict[str, StackOutcome],
+    plan: DeployPlan | None = None,
+) -> StackOutcome:
+    """Poll the app's health URL until it answers healthy (retrying while it starts)."""
+    ctx.check_not_cancelled(node)
+    app = _app(upstream)
+    ctx.publish(node, NodeState.RUNNING, detail=f"polling {app.url}")
+    started = time.monotonic()
+    path = ctx.settings.app.health_check_path
+    try:
+        check_url(app.url)
+        status = verify_health.with_options(**health_policy().task_options())(app.url, path)
+    except Exception as exc:
+        ctx.publish(node, NodeState.FAILED, detail=ctx.redactor(str(exc)))
+        raise
+    note = f"{app.url}{path} answered {status}"
+    ctx.publish(node, NodeState.DONE, status="healthy", detail=note)
+    return StackOutcome(node, "verify", "healthy", duration_s=time.monotonic() - started, note=note)
+
+
+def _app(upstream: Mapping[str, StackOutcome]) -> AppOutputs:
+    """The upstream stack whose outputs are an app's (read by type, not name)."""
+    for outcome in upstream.values():
+        if isinstance(outcome.typed, AppOutputs):
+            return outcome.typed
+    raise StackError("verify", "no upstream stack has an app's outputs (url)")

@@ -382,8 +382,8 @@ class AutomationEngine:
 
     def work_dir(self, spec: StackSpec) -> Path:
         """The workspace folder of one stack; per environment, so parallel runs never share one."""
-        root = self.settings.state_dir / "workspaces" / self.cloud  # config salts are per backend
-        return root / spec.pulumi_project / spec.environment
+        # per cloud: the config salts are per backend
+        return self.settings.state.workspace(self.cloud, spec.pulumi_project, spec.environment)
 
     def env_vars(self) -> dict[str, str]:
         """What every Pulumi command of this engine gets in its environment."""

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from pipeline.graph import GRAPH
 from stackflow.engine import OutputValue
 from stackflow.errors import MissingOutputError, UnknownStackError
 from stackflow.graph import (
-    GRAPH,
+    GraphError,
     Node,
     NodeKind,
     StackGraph,
@@ -23,7 +24,9 @@ pytestmark = pytest.mark.unit
 
 
 def _graph(*nodes: tuple[str, tuple[str, ...]]) -> StackGraph:
-    return StackGraph(Node(name, NodeKind.STACK, name, upstream=up) for name, up in nodes)
+    return StackGraph(
+        (Node(name, NodeKind.STACK, name, upstream=up) for name, up in nodes), check=False
+    )
 
 
 def test_order_puts_every_node_after_its_upstream() -> None:
@@ -98,12 +101,50 @@ def _plain(value: Any) -> Any:
 
 
 @pytest.mark.parametrize("stack", GRAPH.stacks)
-def test_placeholder_outputs_say_placeholder(stack: str) -> None:
-    outputs = placeholder_outputs(GRAPH[stack], get_settings(environment="dev"))
-    strings = [s for name in type(outputs).model_fields for s in _strings(getattr(outputs, name))]
-    assert strings
-    for text in strings:
+def test_placeholder_outputs_are_known_values_or_say_placeholder(stack: str) -> None:
+    settings = get_settings(environment="dev")
+    node = GRAPH[stack]
+    outputs = placeholder_outputs(node, settings)
+    known = dict(node.known(settings)) if node.known else {}
+    made_up = [
+        s
+        for name in type(outputs).model_fields
+        if name not in known
+        for s in _strings(getattr(outputs, name))
+    ]
+    assert made_up, "every stack has outputs only a deploy can tell"
+    for text in made_up:
         assert "placeholder" in text
+    for name, value in known.items():
+        assert _plain(getattr(outputs, name)) == value
+
+
+def test_placeholders_follow_the_settings_they_are_known_from() -> None:
+    settings = get_settings(environment="prod")  # three AZs, port from the file
+    net = placeholder_outputs(GRAPH["networking"], settings)
+    assert len(net.private_subnet_ids) == settings.network.az_count == 3  # type: ignore[attr-defined]
+    db = placeholder_outputs(GRAPH["database"], settings)
+    assert db.port == settings.database.port  # type: ignore[attr-defined]
+
+
+def test_a_step_without_a_task_is_refused_when_the_graph_is_declared() -> None:
+    with pytest.raises(GraphError, match="step 'check' names no task"):
+        StackGraph([Node("check", NodeKind.STEP, "a check")])
+    with pytest.raises(GraphError, match="stack 'cache' declares no outputs, inputs, program"):
+        StackGraph([Node("cache", NodeKind.STACK, "a cache")])
+    with pytest.raises(GraphError, match="declared twice"):
+        StackGraph([Node("a", NodeKind.STACK, "a")] * 2, check=False)
+
+
+def test_the_walker_and_the_flows_name_no_node() -> None:
+    """Steps are data: the walker, the gate and the flows find nodes through the graph."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for module in ("flows/walk.py", "flows/pipeline.py", "flows/gate.py", "flows/summary.py"):
+        text = (root / module).read_text()
+        for name in GRAPH.order():
+            assert f'"{name}"' not in text, f"{module} names node {name!r}"
 
 
 def test_parse_outputs_names_the_stack_and_the_missing_key() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["deployments", "flows", "tasks", "stackflow", "programs"]  # top to bottom
+LAYERS = ["deployments", "flows", "pipeline", "tasks", "stackflow", "programs"]  # top to bottom
 PROGRAM_IMPORTS = {"pulumi", "pulumi_aws", "pulumi_random", "pydantic", "programs"}
 
 
@@ -66,3 +66,14 @@ def test_only_the_engine_and_its_error_classifier_import_the_automation_api() ->
         )
     )
     assert users == ["stackflow/engine/automation.py", "stackflow/engine/errors.py"]
+
+
+def test_flows_never_import_programs() -> None:
+    """Flows walk the graph; only the graph's declaration (pipeline/) and tasks know programs."""
+    offending = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources("flows")
+        for name in imports_of(path)
+        if name.split(".")[0] == "programs"
+    ]
+    assert not offending, offending

@@ -1,0 +1,202 @@
+"""The pipeline's graph, declared once: networking -> database -> migrate -> app -> verify.
+
+A stack is a program module (programs/) and one `stack(...)` entry here: its upstream nodes, how
+its program's arguments are built from settings and upstream outputs, and its outputs model. A
+step is a task module (tasks/) and one `step(...)` entry: its upstream nodes and the task that
+runs it. The flows, the engine and the command line know no node by name: order, destroy order,
+targeting, the live view's rows and the graph's picture all come from this list.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from programs.app import AppArgs, AppOutputs, app
+from programs.database import DatabaseArgs, DatabaseOutputs, database
+from programs.networking import NetworkingArgs, NetworkingOutputs, networking
+from stackflow.graph import Node, NodeKind, StackGraph, Upstream, program_sources
+from stackflow.settings import EnvironmentKind, MysqlTarget, Settings
+from tasks.migrate import migrate_step, migration_plan
+from tasks.stacks import stack_operation
+from tasks.verify import verify_step
+
+
+def stack(
+    name: str,
+    description: str,
+    *,
+    program: Callable[[Any], Mapping[str, Any]],
+    inputs: Callable[[Settings, Upstream], BaseModel],
+    outputs: type[BaseModel],
+    upstream: tuple[str, ...] = (),
+    known: Callable[[Settings], Mapping[str, Any]] | None = None,
+    destroy_guard: Callable[[Settings], None] | None = None,
+) -> Node:
+    """A Pulumi stack node, run by the stack task."""
+    return Node(
+        name,
+        NodeKind.STACK,
+        description,
+        upstream=upstream,
+        outputs=outputs,
+        inputs=inputs,
+        program=program,
+        known=known,
+        destroy_guard=destroy_guard,
+        task=stack_operation,
+        sources=program_sources(program),
+    )
+
+
+def step(
+    name: str,
+    description: str,
+    *,
+    task: Any,
+    upstream: tuple[str, ...] = (),
+    plan: Callable[[Any, Mapping[str, Any]], Any] | None = None,
+) -> Node:
+    """A step the flow runs itself, through its own task."""
+    return Node(name, NodeKind.STEP, description, upstream=upstream, task=task, plan=plan)
+
+
+def _networking(settings: Settings, _: Upstream) -> NetworkingArgs:
+    return NetworkingArgs(
+        project=settings.project,
+        environment=settings.environment,
+        vpc_cidr=settings.network.vpc_cidr,
+        az_count=settings.network.az_count,
+        nat_gateway=settings.nat_gateway,
+        migration_cidrs=list(settings.network.migration_cidrs),
+        app_port=settings.app.port,
+        db_port=settings.database.port,
+    )
+
+
+def _networking_known(settings: Settings) -> dict[str, Any]:
+    subnets = range(settings.network.az_count)
+    return {
+        "vpc_cidr": settings.network.vpc_cidr,
+        "public_subnet_ids": [f"placeholder-networking-public-subnet-{i}" for i in subnets],
+        "private_subnet_ids": [f"placeholder-networking-private-subnet-{i}" for i in subnets],
+    }
+
+
+def _database(settings: Settings, up: Upstream) -> DatabaseArgs:
+    net = typing.cast(NetworkingOutputs, up["networking"])
+    db = settings.database
+    return DatabaseArgs(
+        project=settings.project,
+        environment=settings.environment,
+        private_subnet_ids=list(net.private_subnet_ids),
+        db_security_group_id=net.db_security_group_id,
+        engine_version=db.engine_version,
+        instance_class=db.instance_class,
+        allocated_storage_gb=db.allocated_storage_gb,
+        backup_retention_days=settings.backup_retention_days,
+        multi_az=settings.multi_az,
+        deletion_protection=settings.deletion_protection,
+        final_snapshot=settings.final_snapshot,
+        publicly_accessible=db.publicly_accessible,
+        db_name=db.name,
+        username=db.username,
+        port=db.port,
+        require_secure_transport=settings.migrations.tls,
+        apply_immediately=settings.environment_kind is not EnvironmentKind.PROD,
+    )
+
+
+def _database_known(settings: Settings) -> dict[str, Any]:
+    db = settings.database
+    return {"port": db.port, "database": db.name, "user": db.username}
+
+
+def _app(settings: Settings, up: Upstream) -> AppArgs:
+    net = typing.cast(NetworkingOutputs, up["networking"])
+    db = typing.cast(DatabaseOutputs, up["database"])
+    a = settings.app
+    return AppArgs(
+        project=settings.project,
+        environment=settings.environment,
+        region=settings.aws.region,
+        vpc_id=net.vpc_id,
+        public_subnet_ids=list(net.public_subnet_ids),
+        private_subnet_ids=list(net.private_subnet_ids),
+        alb_security_group_id=net.alb_security_group_id,
+        app_security_group_id=net.app_security_group_id,
+        tasks_in_public_subnets=not settings.nat_gateway,
+        db_host=db.host,
+        db_port=db.port,
+        db_name=db.database,
+        db_user=db.user,
+        db_password_secret_arn=db.password_secret_arn,
+        image=a.image,
+        cpu=a.cpu,
+        memory_mb=a.memory_mb,
+        desired_count=settings.desired_count,
+        port=a.port,
+        health_check_path=a.health_check_path,
+        log_retention_days=a.log_retention_days,
+    )
+
+
+NODES = [
+    stack(
+        "networking",
+        "VPC, public and private subnets, NAT, security groups",
+        program=networking,
+        inputs=_networking,
+        outputs=NetworkingOutputs,
+        known=_networking_known,
+    ),
+    stack(
+        "database",
+        "RDS MySQL 8.0 in the private subnets, password in Secrets Manager",
+        program=database,
+        inputs=_database,
+        outputs=DatabaseOutputs,
+        upstream=("networking",),
+        known=_database_known,
+        destroy_guard=Settings.confirm_database_deletable,
+    ),
+    step(
+        "migrate",
+        "schema migrations on the database",
+        task=migrate_step,
+        upstream=("database",),
+        plan=migration_plan,
+    ),
+    stack(
+        "app",
+        "ECS Fargate service behind an application load balancer",
+        program=app,
+        inputs=_app,
+        outputs=AppOutputs,
+        upstream=("networking", "database", "migrate"),
+    ),
+    step("verify", "poll the app's health URL", task=verify_step, upstream=("app",)),
+]
+
+GRAPH = StackGraph(NODES)
+"""The graph every flow walks."""
+
+
+def database_target(settings: Settings) -> MysqlTarget:
+    """The environment's database, from the outputs of the stack that deploys it (for `migrate`
+    at the command line).
+
+    Raises:
+        MissingOutputError: the database stack is not deployed.
+    """
+    from stackflow.engine import get_engine
+    from stackflow.graph import bare_spec, parse_outputs
+
+    stack = next(n for n in GRAPH.stacks if GRAPH[n].outputs is DatabaseOutputs)
+    outputs = get_engine(settings).outputs(bare_spec(settings, stack))
+    db = parse_outputs(GRAPH[stack], outputs)
+    assert isinstance(db, DatabaseOutputs)
+    return MysqlTarget(db.host, db.port, db.user, db.password, db.database)
