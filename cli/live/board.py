@@ -1,35 +1,19 @@
-"""What the command line shows while a run works, and where the engine's own log lines go.
+"""The board: what a run's progress events say about each stack and step, as state and as words.
 
-On a terminal: a live view (rich), one line per stack and step with its state, updated in place,
-and under a running stack the resource operation in progress. Elsewhere (CI, pipes): one line
-with a timestamp per state change, and a heartbeat line for a node that has run quietly for a
-while. Prefect's and Pulumi's log lines go to a log file in the state folder (and, as always, to
-the Prefect server); `-v` also shows them as they come.
+Thread-safe; built from progress events (`apply`). The plain lines, the heartbeat and the live
+view's rows are all read from it, so both views say the same thing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, TextIO
-
-from rich.console import Console, Group
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.table import Table
-from rich.text import Text
 
 from stackflow.engine.base import ChangeCounts
 from stackflow.progress import (
     FINAL_STATES,
-    ApprovalDecided,
-    ApprovalRequested,
     NodeChanged,
     NodeState,
     ProgressEvent,
@@ -39,24 +23,12 @@ from stackflow.progress import (
     elapsed,
 )
 
-HEARTBEAT_S = 30.0  # a quiet node gets a line this often without a terminal
-KEEP_LOGS = 30  # log files kept per state folder
 _VERB = {
     "create": "creating",
     "update": "updating",
     "replace": "replacing",
     "delete": "deleting",
     "refresh": "reading",
-}
-_STYLE = {
-    NodeState.WAITING: "dim",
-    NodeState.RUNNING: "cyan",
-    NodeState.RETRYING: "yellow",
-    NodeState.DONE: "green",
-    NodeState.SKIPPED: "green",
-    NodeState.FAILED: "bold red",
-    NodeState.CANCELLED: "yellow",
-    NodeState.NOT_RUN: "dim",
 }
 
 
@@ -79,6 +51,18 @@ def describe_changes(changes: ChangeCounts | None, would: bool = False) -> str:
         if n
     ]
     return ", ".join(parts) or "no changes"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One node as the live view shows it."""
+
+    name: str
+    state: NodeState
+    word: str  # the state, or the final status ("updated", "unchanged")
+    clock: str  # how long it has run, "" before it starts
+    note: str  # the last column: resources done, attempt, changes, detail
+    current: str  # the resource operation in progress, under a running node
 
 
 @dataclass
@@ -226,34 +210,22 @@ class Board:
         more = f" and {len(node.active) - 1} more" if len(node.active) > 1 else ""
         return f"{label} ({elapsed(time.monotonic() - since)}){more}"
 
-    def render(self) -> Any:
-        """The live view: a title, then one row per node, the resource in progress beneath."""
+    def rows(self) -> tuple[str, list[Row]]:
+        """The live view's title (with the run's elapsed time) and one row per node."""
         with self._lock:
-            table = Table.grid(padding=(0, 2))
-            for _ in range(4):
-                table.add_column(no_wrap=True)
-            table.add_column(no_wrap=True, overflow="ellipsis")
-            for name, node in self.nodes.items():
-                state = node.state
-                mark: Any = (
-                    Spinner("dots", style="cyan")
-                    if state is NodeState.RUNNING
-                    else Text("ok" if state in (NodeState.DONE, NodeState.SKIPPED) else "")
-                )
-                word = node.status if state in FINAL_STATES and node.status else state.value
-                clock = elapsed(self._took(node)) if node.started is not None else ""
-                table.add_row(
-                    mark,
-                    Text(name, style="bold"),
-                    Text(word, style=_STYLE.get(state, "")),
-                    Text(f"{clock:>6}"),
-                    Text(_short(self._note(node), 100)),
-                )
-                current = self._current(node) if state is NodeState.RUNNING else ""
-                if current:
-                    table.add_row("", "", "", "", Text(current, style="dim"))
-            head = Text(f"{self.title}   {elapsed(time.monotonic() - self.started)}", style="bold")
-            return Group(head, table)
+            title = f"{self.title}   {elapsed(time.monotonic() - self.started)}"
+            return title, [self._row(name, node) for name, node in self.nodes.items()]
+
+    def _row(self, name: str, node: _Node) -> Row:
+        state = node.state
+        return Row(
+            name=name,
+            state=state,
+            word=node.status if state in FINAL_STATES and node.status else state.value,
+            clock=elapsed(self._took(node)) if node.started is not None else "",
+            note=_short(self._note(node), 100),
+            current=self._current(node) if state is NodeState.RUNNING else "",
+        )
 
     def _note(self, node: _Node) -> str:
         """The live view's last column for a node."""
@@ -288,211 +260,3 @@ def headline(reason: str) -> str:
 def _short(text: str, limit: int = 160) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-class View:
-    """Shows a run; `on_event` is its progress subscriber. Subclasses draw."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.board = Board()
-        self._lock = threading.Lock()
-        self.approval: ApprovalRequested | None = None  # an approval waiting for this terminal
-        self.approval_open: ApprovalRequested | None = None  # the one being asked about now
-        self.decided: ApprovalDecided | None = None
-
-    def on_event(self, event: ProgressEvent) -> None:
-        if isinstance(event, ApprovalRequested):
-            with self._lock:
-                self.approval, self.decided = event, None
-            return
-        if isinstance(event, ApprovalDecided):
-            with self._lock:
-                self.decided, self.approval = event, None
-            return
-        for line in self.board.apply(event):
-            self.say(line)
-
-    def take_approval(self) -> ApprovalRequested | None:
-        with self._lock:
-            request, self.approval = self.approval, None
-            return request
-
-    def decided_elsewhere(self) -> ApprovalDecided | None:
-        with self._lock:
-            return self.decided
-
-    def say(self, line: str) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def echo(self, text: str) -> None:
-        """Print `text` as it is (a log line with -v, the plan, a prompt's answer)."""
-        with self._lock:
-            print(text, file=self.stream, flush=True)
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """The screen is the caller's inside (to show the plan and ask)."""
-        yield
-
-    def __enter__(self) -> View:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-class PlainView(View):
-    """Without a terminal: a timestamped line per state change, and a heartbeat."""
-
-    def __init__(self, stream: TextIO, heartbeat_s: float = HEARTBEAT_S) -> None:
-        super().__init__(stream)
-        self.heartbeat_s = heartbeat_s
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
-
-    def say(self, line: str) -> None:
-        self.echo(f"{datetime.now().strftime('%H:%M:%S')} {line}")
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(min(self.heartbeat_s, 1.0)):
-            for line in self.board.heartbeat(self.heartbeat_s):
-                self.say(line)
-
-    def __enter__(self) -> View:
-        self._beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
-        self._beat.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(timeout=2)
-
-
-class LiveView(View):
-    """On a terminal: the board, redrawn in place four times a second (rich's Live)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__(stream)
-        self.console = Console(file=stream, highlight=False)
-        self._live: Live | None = None
-
-    def say(self, line: str) -> None:
-        return None  # the board shows it
-
-    def echo(self, text: str) -> None:
-        # printed above the live board; markup off: log lines may hold brackets
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    def _start(self) -> None:
-        self._live = Live(
-            get_renderable=self.board.render,
-            console=self.console,
-            refresh_per_second=4,
-            transient=True,  # the summary table replaces it
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        self._live.start()
-
-    def _stop(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        self._stop()
-        try:
-            yield
-        finally:
-            self._start()
-
-    def __enter__(self) -> View:
-        self._start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop()
-
-
-def make_view(stream: TextIO, heartbeat_s: float = HEARTBEAT_S) -> View:
-    """A live view on a terminal (and not a dumb one), plain lines otherwise."""
-    console = Console(file=stream)
-    if stream.isatty() and not console.is_dumb_terminal:
-        return LiveView(stream)
-    return PlainView(stream, heartbeat_s)
-
-
-# --- log lines ----------------------------------------------------------------------------------
-
-
-def new_log_file(state_dir: Path, command: str, environment: str) -> Path:
-    """A fresh log file for one command, in <state>/logs (the oldest beyond KEEP_LOGS go)."""
-    folder = state_dir / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    old = sorted(folder.glob("*.log"), key=lambda p: p.stat().st_mtime)
-    for path in old[: max(0, len(old) - KEEP_LOGS + 1)]:
-        path.unlink(missing_ok=True)
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = folder / f"{command}-{environment}-{stamp}.log"
-    path.touch(mode=0o600)
-    return path
-
-
-class _Echo(logging.Handler):
-    def __init__(self, echo: Callable[[str], None]) -> None:
-        super().__init__()
-        self.echo = echo
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.echo(self.format(record))
-        except Exception:  # a log line must never break the run
-            self.handleError(record)
-
-
-@contextlib.contextmanager
-def routed_logs(log_file: Path, echo: Callable[[str], None] | None = None) -> Iterator[Path]:
-    """Inside, log lines that Prefect would print (its own, the flow's and tasks', Pulumi's output
-    through them, warnings) go to `log_file`, and to `echo` when given (-v); Prefect's console
-    handlers print nothing. Lines still reach the Prefect server as before."""
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    formatter = logging.Formatter(
-        "%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s", "%H:%M:%S"
-    )
-    to_file = logging.FileHandler(log_file, encoding="utf-8")
-    to_file.setFormatter(formatter)
-    added: list[logging.Handler] = [to_file]
-    if echo is not None:
-        shown = _Echo(echo)
-        shown.setFormatter(
-            logging.Formatter("%(asctime)s | %(levelname)-7s | %(message)s", "%H:%M:%S")
-        )
-        added.append(shown)
-    loggers = [logging.getLogger()] + [
-        item
-        for item in logging.Logger.manager.loggerDict.values()
-        if isinstance(item, logging.Logger)
-    ]
-    removed: list[tuple[logging.Logger, logging.Handler]] = []
-    for logger in loggers:
-        for handler in list(logger.handlers):
-            if isinstance(handler, PrefectConsoleHandler):
-                logger.removeHandler(handler)
-                removed.append((logger, handler))
-    root = logging.getLogger()
-    for handler in added:
-        root.addHandler(handler)
-    logging.captureWarnings(True)  # library warnings go to the log, not between the view's lines
-    try:
-        yield log_file
-    finally:
-        logging.captureWarnings(False)
-        for handler in added:
-            root.removeHandler(handler)
-            handler.close()
-        for logger, handler in removed:
-            logger.addHandler(handler)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from flows.live import Board, PlainView, describe_changes, make_view
+from cli.live import Board, PlainView, describe_changes, make_view
 from stackflow.engine.base import ChangeCounts
 from stackflow.progress import (
     NodeChanged,
