@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from flows.run import build_parser, main
+from cli.main import main
+from cli.parser import build_parser
 from stackflow import exits
 from stackflow.graph import GRAPH
 
