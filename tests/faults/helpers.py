@@ -132,7 +132,7 @@ class FaultEnv:
         pytest's capture instead (they reach the Prefect API either way). The test's monkeypatch
         must already hold STACKFLOW_ENVIRONMENT and STACKFLOW_CLOUD (main() writes them).
         """
-        from flows.run import main
+        from cli.main import main
 
         previous = {k: os.environ.get(k) for k in env or {}}
         for key, value in (env or {}).items():

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from flows.run import main
+from cli.main import main
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
 from stackflow.localprefect import free_port
 from stackflow.migrations import HistoryRecord

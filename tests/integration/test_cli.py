@@ -87,9 +87,9 @@ def test_help_does_not_import_prefect() -> None:
     code = (
         "import sys, contextlib, io\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from flows import run\n"
+        "from cli.main import main\n"
         "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        "    run.main(['--help'])\n"
+        "    main(['--help'])\n"
         "assert 'usage:' in out.getvalue(), out.getvalue()\n"
         "print(sorted(m for m in sys.modules if m == 'prefect' or m.startswith('pulumi')))\n"
     )

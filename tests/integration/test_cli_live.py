@@ -184,7 +184,7 @@ def test_a_bug_prints_its_traceback_and_where_to_report_it(
     """An error stackflow does not expect (here a TypeError planted in the pipeline) is the one
     case with a traceback: exit 70, the traceback, and a line saying it is a bug and what to send."""
     import flows.pipeline
-    from flows.run import main
+    from cli.main import main
 
     for key, value in real_variables(tmp_path / "state", local_cloud, prefect_server).items():
         monkeypatch.setenv(key, value)

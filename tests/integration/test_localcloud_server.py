@@ -16,8 +16,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from flows.cloud_cli import add_arguments
-from flows.cloud_cli import run as cli_run
+from cli.commands.cloud import add_arguments
+from cli.commands.cloud import run as cli_run
 from stackflow import PROJECT_ROOT
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.knobs import KnobsError, clear_knobs, get_knobs, set_knobs, take

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from flows.migrate_cli import add_arguments
-from flows.migrate_cli import run as cli_run
+from cli.commands.migrate import add_arguments
+from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
 from stackflow.errors import MigrationFailedBefore, MigrationFileError
 from stackflow.localprefect import PrefectServer

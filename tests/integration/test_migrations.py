@@ -15,8 +15,8 @@ import pymysql
 import pytest
 from pydantic import SecretStr
 
-from flows.migrate_cli import add_arguments
-from flows.migrate_cli import run as cli_run
+from cli.commands.migrate import add_arguments
+from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
 from stackflow.errors import (
     DatabaseAuthError,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from flows.run import build_parser, main
+from cli.main import main
+from cli.parser import build_parser
 from stackflow import exits
 from stackflow.graph import GRAPH
 
@@ -123,3 +125,66 @@ def test_graph_json_is_the_declared_graph(capsys: pytest.CaptureFixture[str]) ->
         n: list(GRAPH[n].upstream) for n in GRAPH.order()
     }
     assert {n["name"] for n in nodes if n["kind"] == "stack"} == set(GRAPH.stacks)
+
+
+REFUSED_BEFORE_ANY_SERVER = {
+    "unknown stack": (["up", "--stacks", "nope"], {}, "unknown stack"),
+    "protected destroy without --yes": (["destroy", "--env", "prod-1"], {}, "needs explicit"),
+    "deletion-protected database": (
+        ["destroy", "--env", "dev-1", "--yes"],
+        {"STACKFLOW_DATABASE_DELETION_PROTECTION": "true"},
+        "deletion protection on",
+    ),
+    "gated up with --json": (["up", "--env", "prod-1", "--json"], {}, "no terminal to ask"),
+    "deployed on the other cloud": (
+        ["preview", "--env", "dev-1"],
+        {"STACKFLOW_STATE_PASSPHRASE": "unit-test-passphrase"},  # for the AWS record below
+        "deployed on AWS",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED_BEFORE_ANY_SERVER)
+def test_a_refused_run_starts_no_prefect_server(
+    case: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With no PREFECT_API_URL the CLI starts a local Prefect server for a run (10-15 s); a run
+    that is refused anyway answers first: exit 2, the reason, and no server in the state folder."""
+    from stackflow.environments import record_deploy
+    from stackflow.localprefect import free_port
+    from stackflow.settings import get_settings
+    from stackflow.state import StateLayout
+
+    argv, variables, reason = REFUSED_BEFORE_ANY_SERVER[case]
+    state = tmp_path / "state"
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("STACKFLOW_STATE_DIR", str(state))
+    monkeypatch.setenv("STACKFLOW_CLOUD", "local")
+    monkeypatch.setenv("STACKFLOW_LOCAL_PREFECT_PORT", str(free_port()))  # never another's server
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    if case == "deployed on the other cloud":
+        record_deploy(get_settings(environment="dev-1", cloud="aws", state_dir=state))
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == exits.USAGE, err
+    assert reason in err, err
+    assert not StateLayout(state).prefect.exists(), "a Prefect server was started"
+    assert "PREFECT_API_URL" not in os.environ
+
+
+def test_a_bad_option_starts_no_prefect_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stackflow.state import StateLayout
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("STACKFLOW_STATE_DIR", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as stopped:
+        main(["up", "--heartbeat", "0"])
+    assert stopped.value.code == exits.USAGE
+    assert "out of range" in capsys.readouterr().err
+    assert not StateLayout(tmp_path / "state").prefect.exists()

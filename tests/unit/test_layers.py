@@ -1,6 +1,7 @@
 """The import rules of the design, read from the source: imports point downward only
-(deployments -> flows -> tasks -> stackflow -> programs), programs never import Prefect, and only
-the engine (its module and its error classifier) imports `pulumi.automation`."""
+(cli -> deployments -> flows -> tasks -> stackflow -> programs), the command line is imported by
+nothing but its door (`python flows/run.py`), programs never import Prefect, and only the engine
+(its module and its error classifier) imports `pulumi.automation`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["deployments", "flows", "pipeline", "tasks", "stackflow", "programs"]  # top to bottom
+LAYERS = ["cli", "deployments", "flows", "pipeline", "tasks", "stackflow", "programs"]  # top to bottom
+DOOR = "flows/run.py"  # the command users type: the one module below cli that imports it
 PROGRAM_IMPORTS = {"pulumi", "pulumi_aws", "pulumi_random", "pydantic", "programs"}
 
 
@@ -40,9 +42,25 @@ def test_imports_point_downward_only(package: str) -> None:
         for path in sources(package)
         for name in imports_of(path)
         if name.split(".")[0] in above
+        and not (str(path.relative_to(ROOT)) == DOOR and name.split(".")[0] == "cli")
     ]
     assert sources(package), f"no sources found under {package}/"
     assert not offending, offending
+
+
+def test_nothing_imports_the_command_line_but_its_door() -> None:
+    """`python flows/run.py` stays the command users type: that thin door (the standard library
+    and cli only) is the one exception to "imports point downward"; no other module, the
+    benchmarks included, reaches up into cli/."""
+    importers = sorted(
+        str(path.relative_to(ROOT))
+        for package in [*LAYERS[1:], "bench"]
+        for path in sources(package)
+        if any(name.split(".")[0] == "cli" for name in imports_of(path))
+    )
+    assert importers == [DOOR]
+    allowed = set(sys.stdlib_module_names) | {"__future__", "cli"}
+    assert {name.split(".")[0] for name in imports_of(ROOT / DOOR)} <= allowed
 
 
 def test_programs_import_pulumi_and_pydantic_only() -> None:

@@ -381,7 +381,7 @@ def test_retry_condition_retries_only_transient_database_errors() -> None:
 
 
 def cli_args(*argv: str) -> argparse.Namespace:
-    from flows.migrate_cli import add_arguments
+    from cli.commands.migrate import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -397,7 +397,7 @@ def test_cli_options() -> None:
 
 
 def test_cli_without_a_database_says_how_to_give_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.migrate_cli import run
+    from cli.commands.migrate import run
     from stackflow.settings import get_settings
 
     monkeypatch.delenv("STACKFLOW_DATABASE_URL", raising=False)
@@ -408,7 +408,7 @@ def test_cli_without_a_database_says_how_to_give_one(monkeypatch: pytest.MonkeyP
 
 
 def test_cli_bad_url_never_echoes_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.migrate_cli import run
+    from cli.commands.migrate import run
     from stackflow.settings import get_settings
 
     monkeypatch.setenv("STACKFLOW_DATABASE_URL", f"postgres://app:{PASSWORD}@db:5432/app")
@@ -419,5 +419,5 @@ def test_cli_bad_url_never_echoes_the_password(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_cli_module_does_not_import_prefect() -> None:
-    code = "import sys, flows.migrate_cli; sys.exit('prefect' in sys.modules or 'pymysql' in sys.modules)"
+    code = "import sys, cli.commands.migrate; sys.exit('prefect' in sys.modules or 'pymysql' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT).returncode == 0

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from flows.live import Board, PlainView, describe_changes, make_view
+from cli.live import Board, PlainView, describe_changes, make_view
 from stackflow.engine.base import ChangeCounts
 from stackflow.progress import (
     NodeChanged,
@@ -152,3 +152,23 @@ def test_a_subscriber_that_fails_never_reaches_the_run() -> None:
 )
 def test_elapsed_reads_as_people_say_it(seconds: float, shown: str) -> None:
     assert elapsed(seconds) == shown
+
+
+def test_the_terminal_view_draws_a_row_per_node_and_the_resource_in_progress() -> None:
+    from rich.console import Console
+
+    from cli.live.terminal import render
+
+    board = Board()
+    board.apply(started("networking", "database"))
+    board.apply(node("networking", NodeState.RUNNING))
+    board.apply(ResourcesDeclared(ENV, "networking", 3))
+    board.apply(resource("vpc", "done"))
+    board.apply(resource("nat", "started", "create", "aws:ec2/natGateway:NatGateway"))
+    console = Console(file=io.StringIO(), width=140, record=True)
+    console.print(render(board))
+    text = console.export_text()
+    assert re.match(r"up dev-1  \[local cloud\]   \d+s\n", text), text
+    assert re.search(r"networking\s+running\s+\d+s\s+1/3 resources", text), text
+    assert re.search(r"creating aws:ec2/natGateway:NatGateway nat \(\d+s\)", text), text
+    assert re.search(r"database\s+waiting", text), text

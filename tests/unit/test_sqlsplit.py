@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.migrate_cli import add_arguments
+from cli.commands.migrate import add_arguments
 from stackflow.errors import MigrationFileError
 from stackflow.migration_lint import (
     LiveColumn,

@@ -1,0 +1,1 @@
+"""The commands that run no flow, one module each: cloud, graph, migrate, outputs, server."""

@@ -1,0 +1,40 @@
+"""`python flows/run.py outputs`: the stacks' outputs, read from the backend (secrets masked)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from cli.parser import chosen_stacks
+
+
+def run(args: argparse.Namespace, settings: Any) -> int:
+    """Print each chosen stack's outputs (or one JSON object keyed by stack); 0.
+
+    Raises:
+        UnknownStackError: --stacks names a stack the graph does not declare.
+    """
+    from pipeline.graph import GRAPH
+    from stackflow.engine import get_engine
+    from stackflow.graph import bare_spec, user_outputs
+
+    engine = get_engine(settings)
+    wanted = chosen_stacks(args) or GRAPH.stacks
+    result = {
+        n: {k: v.shown() for k, v in user_outputs(engine.outputs(bare_spec(settings, n))).items()}
+        for n in wanted
+        if n in GRAPH.stacks
+    }
+    if args.json:
+        if settings.target_label != "AWS":  # stdout stays pure JSON; the caveat goes beside it
+            print(f"{settings.target_label} outputs: nothing was deployed to AWS", file=sys.stderr)
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return 0
+    where = f" [{settings.target_label}]" if settings.target_label != "AWS" else ""
+    for stack, outs in result.items():
+        print(f"{settings.environment}/{stack}{where}" + ("" if outs else ": not deployed"))
+        for k, v in outs.items():
+            print(f"  {k:<24} {v}")
+    return 0

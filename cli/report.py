@@ -1,0 +1,180 @@
+"""How a command ends on the screen: the run's summary (a table, or --json), the reason it did not
+succeed and what to do, a bug's traceback and where to report it, and the exit code of each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from stackflow import exits
+
+
+def fail(message: str, code: int = exits.FAILED, hint: str = "") -> int:
+    """The last lines of a command that did not succeed: why (one line), then what to do.
+
+    Returns:
+        `code`, for the caller to exit with.
+    """
+    from stackflow.localprefect import drain_prefect_queues
+
+    drain_prefect_queues()  # so Prefect's workers print nothing after our last line
+    sys.stdout.flush()  # the summary (stdout) before the reason (stderr), also when both are piped
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    if hint:
+        print(f"  what to do: {hint}", file=sys.stderr)
+    return code
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """A message on one line (the engine's reasons quote several of Pulumi's lines)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "… (all of it is in the log)"
+
+
+def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
+    """A run's summary: the table, what a preview would change, retries, recoveries, the UI link.
+
+    With `as_json`, one JSON object on stdout instead (secrets are masked in both).
+    """
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        return
+    where = {
+        "local cloud": "local cloud: moto on loopback, nothing was deployed to AWS",
+        "AWS": "AWS",
+    }.get(summary["target"], summary["target"])
+    print(f"\n{summary['operation']} {summary['environment']}  [{where}]")
+    header = f"{'stack':<11} {'status':<10} {'+':>3} {'~':>3} {'+-':>3} {'-':>3} {'=':>3} {'secs':>7}  note"
+    print(header)
+    print("-" * len(header))
+    for s in summary["stacks"]:
+        c = s["changes"]
+        print(
+            f"{s['stack']:<11} {s['status']:<10} {c['create']:>3} {c['update']:>3} {c['replace']:>3} "
+            f"{c['delete']:>3} {c['same']:>3} {s['duration_s']:>7.2f}  {one_line(s['note'], 110)}"
+        )
+    for s in summary["stacks"]:
+        for i, reason in enumerate(s.get("retries", []), 1):
+            print(f"{s['stack']}: attempt {i} failed and was retried: {' '.join(reason.split())}")
+        if s.get("healed"):
+            print(f"{s['stack']}: {s['healed']}")
+    for line in preview_lines(summary):
+        print(line)
+    if summary.get("migrations") is not None:
+        from stackflow.plan import migration_lines
+
+        print()
+        for line in migration_lines(summary["migrations"], statements=True):
+            print(line)
+    for approval in summary.get("approvals") or []:
+        why = f": {approval['reason']}" if approval.get("reason") else ""
+        print(
+            f"approval (round {approval['round']}): {approval['decision']} via "
+            f"{approval['via']} at {approval['decided_at']}{why}"
+        )
+    print(
+        f"engine operations: {len(summary['engine_calls'])}; wall time {summary['duration_s']:.2f}s"
+    )
+    if summary.get("ui_url"):
+        print(f"Prefect UI: {summary['ui_url']}")
+
+
+def preview_lines(summary: dict[str, Any]) -> list[str]:
+    """Per resource, what a preview would do and which properties change (values masked)."""
+    from stackflow.plan import resource_lines
+
+    lines: list[str] = []
+    for s in summary["stacks"]:
+        resources = s.get("resources") or []
+        if resources:
+            lines.append(f"\n{summary['environment']}/{s['stack']}:")
+            lines.extend(resource_lines(resources))
+    return lines
+
+
+def report_run(
+    state: Any, error: BaseException | None, args: argparse.Namespace, log_file: Path
+) -> int:
+    """The summary, then the reason and what to do; the exit code of how the run ended.
+
+    Args:
+        state: the flow run's final Prefect state (None when `error` is set).
+        error: what the flow call raised instead of returning a state, if anything.
+        args: the parsed command line (--json).
+        log_file: this command's log file, named in the hints.
+    """
+    from stackflow.localprefect import drain_prefect_queues
+
+    as_json = getattr(args, "json", False)
+    log_hint = f"the full log is {log_file} (-v shows it as it comes)"
+    if error is not None:
+        return bug(error, log_file)
+    if state.is_completed():
+        summary = state.result()
+        drain_prefect_queues()
+        print_summary(summary, as_json)
+        print(f"log: {log_file}", file=sys.stderr)
+        return exits.OK
+    if state.is_cancelled():
+        summary = state.result(raise_on_failure=False)
+        drain_prefect_queues()
+        if isinstance(summary, dict) and "stacks" in summary:
+            print_summary(summary, as_json)
+        message = state.message or state.name
+        from flows.pipeline import ApprovalExpired, ApprovalRejected
+
+        if state.name in (ApprovalRejected.state_name, ApprovalExpired.state_name):
+            expired = state.name == ApprovalExpired.state_name
+            return fail(
+                message,
+                exits.REJECTED,
+                "run `up` again to see a new plan"
+                + ("; the wait is STACKFLOW_APPROVAL_TIMEOUT_S" if expired else ""),
+            )
+        return fail(
+            message,
+            exits.INTERRUPTED,
+            "run the same command again: it clears what the interrupted operations left "
+            "(their locks and pending operations) and carries on",
+        )
+    from flows.pipeline import DriftDetected, PipelineError
+
+    try:
+        state.result()
+    except PipelineError as exc:
+        if exc.summary:
+            print_summary(exc.summary, as_json)  # what did happen, then the reason last
+        if isinstance(exc, DriftDetected):
+            env = exc.summary["environment"] if exc.summary else "<env>"
+            return fail(
+                str(exc),
+                exits.DRIFT,
+                f"`python flows/run.py up --env {env}` puts the cloud back as the code says; "
+                f"`python flows/run.py refresh --env {env}` takes the cloud's values into state",
+            )
+        return fail(str(exc), exits.FAILED, f"fix what it names, then run it again; {log_hint}")
+    except Exception as exc:
+        from stackflow.errors import StackflowError
+
+        if isinstance(exc, StackflowError):
+            return fail(str(exc), exits.FAILED, log_hint)
+        return bug(exc, log_file)
+    return fail(f"flow ended in state {state.type.value}", exits.FAILED, log_hint)
+
+
+def bug(exc: BaseException, log_file: Path | None = None) -> int:
+    """An error stackflow did not expect: the traceback, where it happened, how to report it."""
+    import traceback
+
+    sys.stdout.flush()
+    traceback.print_exception(exc, file=sys.stderr)
+    where = f" and the log {log_file}" if log_file else ""
+    print(
+        f"error: unexpected {type(exc).__name__} inside stackflow: this is a bug. Please report "
+        f"it to the stackflow maintainers with the traceback above{where}.",
+        file=sys.stderr,
+    )
+    return exits.BUG

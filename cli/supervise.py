@@ -1,0 +1,211 @@
+"""The flow run behind `up`, `preview`, `refresh`, `destroy` and `drift`: it runs in a thread of its
+own while the main thread keeps the screen, answers approvals asked at this terminal, and on
+Ctrl-C cancels it (once cleanly; a second Ctrl-C stops at once)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from stackflow import exits
+
+
+def run_flow(args: argparse.Namespace, settings: Any, stacks: list[str]) -> tuple[FlowRun, Path]:
+    """Run the command's flow to its end, showing its progress on stderr.
+
+    Args:
+        args: the parsed command line (command, --force, --yes, --verbose, --heartbeat).
+        settings: the run's settings (environment, state folder).
+        stacks: the stacks --stacks chose ([]: every stack).
+
+    Returns:
+        The finished run (its final state, or what the flow call raised) and this command's log.
+    """
+    from cli.live import make_view, new_log_file, routed_logs
+    from flows.pipeline import FLOWS
+    from stackflow.progress import hub
+
+    kwargs: dict[str, Any] = {
+        "environment": settings.environment,
+        "stacks": stacks or None,
+        "cloud": getattr(args, "cloud", None),
+    }
+    if args.command == "up":
+        kwargs["force"] = args.force
+    if args.command == "destroy":
+        kwargs["confirm"] = args.yes
+    log_file = new_log_file(settings.state_dir, args.command, settings.environment)
+    progress = hub()
+    progress.reset()
+    view = make_view(sys.stderr, args.heartbeat)
+    echo = view.echo if args.verbose else None
+    with routed_logs(log_file, echo), view, progress.subscribed(view.on_event):
+        runner = FlowRun(FLOWS[args.command], kwargs)
+        runner.start()
+        _supervise(runner, view, args)
+    return runner, log_file
+
+
+class FlowRun:
+    """A flow run in a thread of its own, so the main thread keeps the screen and Ctrl-C."""
+
+    def __init__(self, flow: Any, kwargs: dict[str, Any]) -> None:
+        import contextvars
+        import threading
+
+        self.flow, self.kwargs = flow, kwargs
+        self.state: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        context = contextvars.copy_context()  # Prefect's settings, as this thread has them
+        self.thread = threading.Thread(
+            target=context.run, args=(self._run,), name="flow-run", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.state = self.flow(**self.kwargs, return_state=True)
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
+    """Wait for the run; answer its approval requests; on Ctrl-C cancel it (once cleanly; a
+    second Ctrl-C stops at once)."""
+    from stackflow.progress import hub
+
+    progress = hub()
+    try:
+        while not runner.done.wait(0.1):
+            request = view.take_approval()
+            if request is not None:
+                _approve_here(request, runner, view, args)
+        return
+    except KeyboardInterrupt:
+        pass
+    # From a terminal, Ctrl-C reached our `pulumi` children too (one foreground process group):
+    # a second SIGINT would make Pulumi stop at once instead of cancelling cleanly.
+    from_terminal = _terminal_signalled()
+    view.echo(
+        "interrupted: cancelling the running operations; Pulumi finishes the resource "
+        "operations in flight (press Ctrl-C again to stop at once)"
+    )
+    progress.cancel(interrupt=not from_terminal)
+    waiting = view.take_approval() or view.approval_open
+    if waiting is not None:  # the run waits on this terminal: it ends now, nothing applied
+        with contextlib.suppress(Exception):
+            _decide(
+                waiting.flow_run_id,
+                False,
+                "the command line that started the run was interrupted",
+                timeout_s=5,
+            )
+    try:
+        while not runner.done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        view.echo(
+            "stopped at once: the next run clears what the interrupted operations left (their "
+            "locks and pending operations)"
+        )
+        _end_flow_run(view.board.flow_run_id)
+        os._exit(exits.INTERRUPTED)
+
+
+def _terminal_signalled() -> bool:
+    """Whether this process is in the foreground of its terminal (so Ctrl-C signalled its whole
+    process group, our `pulumi` children included)."""
+    for stream in (sys.stdin, sys.stderr):
+        try:
+            if stream.isatty() and os.tcgetpgrp(stream.fileno()) == os.getpgrp():
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
+    """Show the plan the run waits on and answer it: --yes approves; a terminal is asked (and
+    an answer given meanwhile in the Prefect UI ends the question)."""
+    import select
+
+    from stackflow.progress import elapsed
+
+    with view.paused():
+        for line in request.plan.lines():
+            view.echo(line)
+        where = f" or in the Prefect UI: {request.ui_url}" if request.ui_url else ""
+        if args.yes:
+            _decide(request.flow_run_id, True, "approved with --yes at the command line", yes=True)
+            view.echo("\napproved with --yes: applying it")
+            return
+        view.approval_open = request
+        view.echo(
+            f"\nApply this plan to {request.environment}? Type yes to apply it, no to reject it "
+            f"(decide here{where}; it expires in {elapsed(request.timeout_s)}):"
+        )
+        while not runner.done.is_set():
+            elsewhere = view.decided_elsewhere()
+            if elsewhere is not None:
+                verdict = "approved" if elsewhere.approved else "rejected"
+                view.echo(f"{verdict} via {elsewhere.via}")
+                break
+            ready, _, _ = select.select([sys.stdin], [], [], 0.3)
+            if not ready:
+                continue
+            line = sys.stdin.readline()
+            reply = line.strip().lower()
+            if reply in ("yes", "y"):
+                _decide(request.flow_run_id, True, "approved at the command line")
+                view.echo("approved: applying it")
+                break
+            if reply in ("no", "n") or not line:
+                reason = (
+                    _ask("reason (recorded with the decision): ")
+                    if line
+                    else "no answer: the terminal's input ended"
+                )
+                _decide(request.flow_run_id, False, reason or "rejected at the command line")
+                view.echo("rejected: nothing will be applied")
+                break
+            view.echo("please type yes or no:")
+        view.approval_open = None
+
+
+def _ask(prompt: str) -> str:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip()
+
+
+def _decide(flow_run_id: str, approve: bool, reason: str, yes: bool = False, **kw: Any) -> None:
+    """Answer the run's approval from this command line, recorded as this user on this host."""
+    from flows.approval import answer, command_line_identity
+    from stackflow.progress import hub
+
+    hub().answered_here(flow_run_id, command_line_identity(yes=yes))
+    answer(flow_run_id, approve, reason, **kw)
+
+
+def _end_flow_run(flow_run_id: str | None) -> None:
+    """On the way out after a second Ctrl-C: the flow run ends Cancelled, not Running forever
+    (best effort: the process exits next, whatever the server says)."""
+    if flow_run_id is None:
+        return
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.states import Cancelled
+
+    with contextlib.suppress(Exception), get_client(sync_client=True) as client:
+        client.set_flow_run_state(
+            UUID(flow_run_id), Cancelled(message="stopped at once (a second Ctrl-C)"), force=True
+        )
