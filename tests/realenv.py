@@ -29,14 +29,64 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+KINDS = ("dev", "staging", "prod", "ephemeral")
+
+
+def test_project(folder: Path) -> Path:
+    """A project folder for a test's runs: the repository's stackflow.toml and migrations, and a
+    template per kind that says only the kind (so any test name, dev-1a2b3c or prod-1a2b3c,
+    deploys the kind's defaults). `declare` adds an environment's own file."""
+    project = folder
+    templates = project / "environments" / "templates"
+    templates.mkdir(parents=True, exist_ok=True)
+    for kind in KINDS:
+        (templates / f"{kind}.toml").write_text(f'kind = "{kind}"\ncloud = "local"\n')
+    (project / "stackflow.toml").write_text((ROOT / "stackflow.toml").read_text())
+    if not (project / "migrations").exists():
+        (project / "migrations").symlink_to(ROOT / "migrations")
+    return project
+
+
+def declare(variables: dict[str, str], environment: str, **sections: Any) -> Path:
+    """Write environments/<environment>.toml in the run's project: its kind (from the name) and
+    these settings, top-level keys as values and sections as dicts, e.g.
+    `declare(v, "dev-1a2b3c", app={"desired_count": 2})`. Returns the file (rewritten each call)."""
+    from stackflow.settings import kind_of
+
+    project = Path(variables["STACKFLOW_PROJECT_DIR"])
+    top = {"kind": kind_of(environment).value, "cloud": "local"}
+    lines = []
+    tables = {k: v for k, v in sections.items() if isinstance(v, dict)}
+    top.update({k: v for k, v in sections.items() if not isinstance(v, dict)})
+    lines += [f"{k} = {_toml(v)}" for k, v in top.items()]
+    for table, values in tables.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+    path = project / "environments" / f"{environment}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
 def real_variables(state_dir: Path, local_cloud: Any, prefect_server: Any) -> dict[str, str]:
     """STACKFLOW_* settings for the real engine on the session's local cloud, state in `state_dir`,
-    no retry delays. Prefect's address is the session server's."""
+    a project folder beside it (see `test_project`), no retry delays. Prefect's address is the
+    session server's."""
     from stackflow.pulumi_cli import cache_root
 
+    project = test_project(state_dir.parent / f"{state_dir.name}-project")
     return {
         "STACKFLOW_CACHE_DIR": str(cache_root()),  # the CLI setup.sh built, found by path
-        "STACKFLOW_CLOUD": "local",
+        "STACKFLOW_PROJECT_DIR": str(project),
         "STACKFLOW_STATE_DIR": str(state_dir),
         "STACKFLOW_LOCALCLOUD_DIR": str(local_cloud.root),
         "STACKFLOW_LOCALCLOUD_PORT": str(local_cloud.port),
@@ -85,25 +135,19 @@ def summary_of(result: subprocess.CompletedProcess[str] | str) -> dict[str, str]
     return statuses
 
 
-def settings_for(variables: dict[str, str], environment: str) -> Any:
+def settings_for(variables: dict[str, str], environment: str, cloud: str | None = None) -> Any:
     """The Settings a run with `variables` reads, for `environment`."""
     from stackflow.settings import get_settings
 
-    return get_settings(
-        environment=environment,
-        cloud=variables.get("STACKFLOW_CLOUD", "local"),
-        state_dir=Path(variables["STACKFLOW_STATE_DIR"]),
-        localcloud={
-            "dir": Path(variables["STACKFLOW_LOCALCLOUD_DIR"]),
-            "port": int(variables["STACKFLOW_LOCALCLOUD_PORT"]),
-        },
-    )
+    machine = {k: v for k, v in variables.items() if k.startswith("STACKFLOW_")}
+    return get_settings(environment, cloud, environ=machine)
 
 
 def outputs(variables: dict[str, str], environment: str) -> dict[str, dict[str, Any]]:
     """Every stack's outputs (plain values, secrets included) from the real backend."""
+    from pipeline.graph import GRAPH
     from stackflow.engine import get_engine
-    from stackflow.graph import GRAPH, bare_spec
+    from stackflow.graph import bare_spec
 
     settings = settings_for(variables, environment)
     engine = get_engine(settings)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackflow.config.kinds import EPHEMERAL_FORMS, is_ephemeral_name
+from stackflow.config.kinds import EPHEMERAL_FORMS, kind_of
 from stackflow.config.sections import SECTIONS
 from stackflow.errors import SettingsError
 
@@ -208,22 +208,32 @@ class UnknownEnvironment(SettingsError):
 def environment_file(project_dir: Path, name: str) -> tuple[Path, bool]:
     """The file that says what `name` deploys, and whether it is its kind's template.
 
+    A name the project declares has its own file; any other name takes the template of the kind
+    it implies, where the project has one (this repository has one for ephemeral names only, so
+    a typo never deploys a new environment; add templates/dev.toml to allow dev-<anything>).
+
     Raises:
         UnknownEnvironment: naming the environment, the file to add and what is declared.
     """
-    declared = project_dir / ENVIRONMENTS_DIR / f"{name}.toml"
+    folder = project_dir / ENVIRONMENTS_DIR
+    declared = folder / f"{name}.toml"
     if declared.is_file():
         return declared, False
-    if is_ephemeral_name(name):
-        template = project_dir / ENVIRONMENTS_DIR / TEMPLATES_DIR / "ephemeral.toml"
-        if template.is_file():
-            return template, True
+    template = folder / TEMPLATES_DIR / f"{kind_of(name).value}.toml"
+    if template.is_file():
+        return template, True
     known = ", ".join(declared_environments(project_dir)) or "none"
+    kinds = sorted(p.stem for p in (folder / TEMPLATES_DIR).glob("*.toml"))
+    forms = {"ephemeral": f"ephemeral names ({EPHEMERAL_FORMS})"}
+    templated = "; ".join(
+        f"{forms.get(k, f'{k} names')} use {ENVIRONMENTS_DIR}/{TEMPLATES_DIR}/{k}.toml"
+        for k in kinds
+    )
     raise UnknownEnvironment(
         f"environment {name!r} is not declared: add {ENVIRONMENTS_DIR}/{name}.toml to the project "
-        f"({project_dir}) saying what it deploys. Declared: {known}; ephemeral names "
-        f"({EPHEMERAL_FORMS}) use {ENVIRONMENTS_DIR}/{TEMPLATES_DIR}/ephemeral.toml. "
-        "Nothing was changed."
+        f"({project_dir}) saying what it deploys. Declared: {known}"
+        + (f"; {templated}" if templated else "")
+        + ". Nothing was changed."
     )
 
 

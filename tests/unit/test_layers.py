@@ -13,7 +13,15 @@ import pytest
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ["cli", "deployments", "flows", "pipeline", "tasks", "stackflow", "programs"]  # top to bottom
+LAYERS = [
+    "cli",
+    "deployments",
+    "flows",
+    "pipeline",
+    "tasks",
+    "stackflow",
+    "programs",
+]  # top to bottom
 DOOR = "flows/run.py"  # the command users type: the one module below cli that imports it
 PROGRAM_IMPORTS = {"pulumi", "pulumi_aws", "pulumi_random", "pydantic", "programs"}
 
