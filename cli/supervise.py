@@ -92,14 +92,13 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
         return
     except KeyboardInterrupt:
         pass
-    # From a terminal, Ctrl-C reached our `pulumi` children too (one foreground process group):
-    # a second SIGINT would make Pulumi stop at once instead of cancelling cleanly.
-    from_terminal = _terminal_signalled()
+    # Our `pulumi` processes run in process groups of their own: the terminal's Ctrl-C reached
+    # only us, and each gets exactly one SIGINT from here (Pulumi's graceful cancel).
     view.echo(
         "interrupted: cancelling the running operations; Pulumi finishes the resource "
         "operations in flight (press Ctrl-C again to stop at once)"
     )
-    progress.cancel(interrupt=not from_terminal)
+    progress.cancel(interrupt=True)
     waiting = view.take_approval() or view.approval_open
     if waiting is not None:  # the run waits on this terminal: it ends now, nothing applied
         with contextlib.suppress(Exception):
@@ -113,24 +112,14 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
         while not runner.done.wait(0.1):
             pass
     except KeyboardInterrupt:
+        # A second SIGINT makes Pulumi stop at once (what a second Ctrl-C means to it).
+        progress.cancel(interrupt=True)
         view.echo(
-            "stopped at once: the next run clears what the interrupted operations left (their "
-            "locks and pending operations)"
+            "stopped at once: operations in flight may be left pending; the next run of this "
+            "environment clears what they left (their locks and pending operations)"
         )
         _end_flow_run(view.board.flow_run_id)
         os._exit(exits.INTERRUPTED)
-
-
-def _terminal_signalled() -> bool:
-    """Whether this process is in the foreground of its terminal (so Ctrl-C signalled its whole
-    process group, our `pulumi` children included)."""
-    for stream in (sys.stdin, sys.stderr):
-        try:
-            if stream.isatty() and os.tcgetpgrp(stream.fileno()) == os.getpgrp():
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
 
 
 def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Namespace) -> None:

@@ -229,10 +229,10 @@ def bare_spec(settings: Settings, node: str) -> StackSpec:
 
 
 def stack_config(settings: Settings) -> dict[str, ConfigValue]:
-    """Config every stack gets; provider settings are passed as config, never as code. The
-    engine decides what its cloud may see (the local cloud never gets an AWS profile)."""
+    """Config every stack gets; provider settings are passed as config, never as code. The one
+    place that decides what a cloud may see: the local cloud never gets an AWS profile."""
     config = {"aws:region": ConfigValue(settings.aws.region)}
-    if settings.aws.profile:
+    if settings.aws.profile and settings.cloud != "local":  # never the user's AWS on moto
         config["aws:profile"] = ConfigValue(settings.aws.profile)
     return config
 

@@ -68,9 +68,15 @@ def _quick_post(client: SyncPrefectClient, path: str, body: dict[str, Any]) -> h
 
 
 @contextlib.contextmanager
-def _leased_slot(name: str, waiting: Callable[[str], None]) -> Iterator[None]:
+def _leased_slot(
+    name: str, waiting: Callable[[str], None], cancelled: Callable[[], bool]
+) -> Iterator[None]:
     """Take one slot of limit `name` with a lease, keep the lease renewed, release it on exit;
-    `waiting` is told once if another run holds it."""
+    `waiting` is told once if another run holds it.
+
+    Raises:
+        SlotWaitCancelled: the run was interrupted while it waited (nothing was taken).
+    """
     waited = False
     with get_client(sync_client=True) as client:
         while True:
@@ -94,7 +100,11 @@ def _leased_slot(name: str, waiting: Callable[[str], None]) -> Iterator[None]:
                     waiting(f"another run holds {name}")
                     waited = True
                 retry_after = float(exc.response.headers.get("Retry-After", 1.0))
-                time.sleep(min(max(retry_after, 0.2), MAX_WAIT_STEP_S))
+                deadline = time.monotonic() + min(max(retry_after, 0.2), MAX_WAIT_STEP_S)
+                while time.monotonic() < deadline:  # an interrupt ends the wait at once
+                    if cancelled():
+                        raise SlotWaitCancelled(name) from None
+                    time.sleep(0.1)
         lease_id = response.json()["lease_id"]
     stop = threading.Event()
 
@@ -119,6 +129,14 @@ def _leased_slot(name: str, waiting: Callable[[str], None]) -> Iterator[None]:
             )
 
 
+class SlotWaitCancelled(Exception):
+    """The run was interrupted while it waited for a stack's slot: nothing was taken."""
+
+
+def _never() -> bool:
+    return False
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -136,12 +154,14 @@ def stack_slot(
     stack: str,
     say: Callable[[str], None],
     waiting: Callable[[str], None] | None = None,
+    cancelled: Callable[[], bool] = _never,
 ) -> Iterator[None]:
     """Hold the stack's slot for the duration of the block; waits while another run holds it.
 
     Args:
         say: told what the slot freed that a dead run held.
         waiting: told (once) that another run holds the slot; default: `say`, as "waiting: ...".
+        cancelled: asked while waiting; True ends the wait (SlotWaitCancelled), nothing taken.
     """
     name = limit_name(environment, stack)
     holders.mkdir(parents=True, exist_ok=True)
@@ -171,7 +191,7 @@ def stack_slot(
                     )
                 holder.unlink(missing_ok=True)
             stack_ctx.enter_context(
-                _leased_slot(name, waiting or (lambda why: say(f"waiting: {why}")))
+                _leased_slot(name, waiting or (lambda why: say(f"waiting: {why}")), cancelled)
             )
             holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
         try:

@@ -7,6 +7,7 @@ recovered before anything else. Only transient errors are retried.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from stackflow.progress import (
 )
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
-from tasks.limits import stack_slot
+from tasks.limits import SlotWaitCancelled, stack_slot
 
 
 @dataclass
@@ -266,7 +267,22 @@ def stack_operation(
         logger.info("waiting: %s", why)
         ctx.publish(node, NodeState.WAITING, detail=why, attempt=attempt)
 
-    with stack_slot(settings.state.holders, settings.environment, node, freed, waiting):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(
+                stack_slot(
+                    settings.state.holders,
+                    settings.environment,
+                    node,
+                    freed,
+                    waiting,
+                    cancelled=lambda: ctx.progress.cancelled,
+                )
+            )
+        except SlotWaitCancelled:
+            ctx.publish(node, NodeState.NOT_RUN, detail="the run was interrupted while it waited")
+            raise OperationCancelled(spec.label, "not started: the run was interrupted") from None
+        ctx.check_not_cancelled(node)  # interrupted while the slot was taken: start nothing
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)
         if operation is not Operation.PREVIEW and engine.recover(spec, listener):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)

@@ -30,13 +30,10 @@ from pulumi.automation.events import EngineEvent
 from pydantic import SecretStr
 
 from stackflow.engine import Engine, Listener, Operation, StackSpec, get_engine
-from stackflow.engine.automation import (
-    AutomationEngine,
-    classify,
-    is_transient_error,
-    pulumi_program,
-)
+from stackflow.engine.automation import AutomationEngine, pulumi_program
+from stackflow.engine.automation.command import RunningCommands, find_pulumi_cli
 from stackflow.engine.base import ConfigValue, ResourceEvent
+from stackflow.engine.classify import classify, is_transient_error
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
@@ -557,29 +554,29 @@ def test_boundary_cancel_swallows_nothing_to_cancel(
 
 
 @pytest.fixture
-def local_pulumi(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process that looks like `pulumi up --stack dev` (a python named pulumi)."""
-    link = tmp_path / "cli" / "pulumi"
-    link.parent.mkdir()
-    link.symlink_to(sys.executable)
+def local_pulumi(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A child process standing in for one `pulumi up --stack dev` of ours."""
     child = subprocess.Popen(
-        [str(link), "-c", "import time; time.sleep(60)", "up", "--stack", "dev"]
+        [sys.executable, "-c", "import sys, time; print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     yield child
     if child.poll() is None:
         child.kill()
         child.wait()
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds its CLI child through /proc")
 def test_boundary_cancel_on_file_backend_interrupts_our_cli_not_the_lock(
-    engine: AutomationEngine, fake: FakePulumi, local_pulumi: subprocess.Popen[bytes]
+    engine: AutomationEngine, fake: FakePulumi, local_pulumi: subprocess.Popen[str]
 ) -> None:
     engine.run(Operation.PREVIEW, spec(), Lines())
     stack = fake.stack()
 
     def until_the_child_ends() -> None:
-        local_pulumi.wait(10)
+        with engine.commands.running("dev", local_pulumi):  # as PulumiCLI.run registers it
+            local_pulumi.wait(10)
 
     fake.block["up"] = until_the_child_ends
     thread, raised = _run_in_thread(engine, fake)
@@ -590,6 +587,33 @@ def test_boundary_cancel_on_file_backend_interrupts_our_cli_not_the_lock(
     assert stack.method_calls("cancel") == []  # `pulumi cancel` would only delete our own lock
     assert local_pulumi.returncode not in (None, 0)
     assert isinstance(raised[0], OperationCancelled)
+
+
+def test_the_cli_runs_in_a_process_group_of_its_own_without_stackflows_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_cli: Path
+) -> None:
+    """A terminal's Ctrl-C reaches stackflow, not `pulumi` (stackflow cancels it once), and
+    `pulumi` and its plugins never inherit stackflow's own settings (a passphrase among them)."""
+    import json
+    import os
+
+    fake_cli.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = version ] && echo v{CLI_VERSION} && exit 0\n'
+        f"exec {sys.executable} -c 'import os, json; "
+        'print(json.dumps({"sid": os.getsid(0), "pgid": os.getpgid(0), '
+        '"stackflow": sorted(k for k in os.environ if k.startswith("STACKFLOW_") and '
+        'k != "STACKFLOW_CACHE_DIR"), "extra": os.environ.get("EXTRA")}))\''
+        "\n"
+    )
+    monkeypatch.setenv("STACKFLOW_STATE_PASSPHRASE", "canary-passphrase-777")
+    commands = RunningCommands()
+    cli = find_pulumi_cli(commands)
+    result = cli.run(["about"], str(tmp_path), {"EXTRA": "given"})
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["sid"] != os.getsid(0) and seen["pgid"] != os.getpgid(0)
+    assert seen["stackflow"] == [] and seen["extra"] == "given"
+    assert "canary-passphrase-777" not in result.stdout
 
 
 def test_boundary_recover_clears_pending_operations(

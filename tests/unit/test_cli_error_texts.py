@@ -3,7 +3,7 @@
 Each fixture is what the Automation API raised when the real CLI failed one way against the local
 cloud; `tests/fixtures/capture_cli_texts.py` captured it and says how. `DOCUMENTED` below is how
 each must classify: when the CLI's words change and a fixture is re-captured, a test here fails
-until the classifier (stackflow.engine.errors) follows. AWS's refusals classify on AWS's error
+until the classifier (stackflow.engine.classify) follows. AWS's refusals classify on AWS's error
 code inside pulumi-aws's shape, whatever the words around it.
 """
 
@@ -16,7 +16,7 @@ import pulumi.automation as auto
 import pytest
 from botocore.exceptions import ClientError
 
-from stackflow.engine.errors import (
+from stackflow.engine.classify import (
     CREDENTIALS_CODES,
     THROTTLING_CODES,
     TRANSIENT_CODES,

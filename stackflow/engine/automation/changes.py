@@ -1,0 +1,159 @@
+"""What the engine's events say, in stackflow's words: change counts, resource progress, and
+per-resource property changes with secrets masked and unknowns named."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi.automation.events import EngineEvent, OpMap, StepEventMetadata
+
+from stackflow.engine.base import (
+    ChangeCounts,
+    Operation,
+    PropertyChange,
+    ResourceChange,
+    ResourceEvent,
+    StackSpec,
+)
+from stackflow.redact import MASK, Redactor
+
+_CHANGE = {
+    "create": "create",
+    "import": "create",
+    "import-replacement": "replace",
+    "update": "update",
+    "delete": "delete",
+    "discard": "delete",
+    "discard-replaced": "delete",
+    "remove-pending-replace": "delete",
+    "replace": "replace",
+    "create-replacement": "replace",
+    "delete-replaced": "replace",
+    "same": "same",
+    "read": "same",
+    "read-replacement": "same",
+    "refresh": "refresh",
+}
+
+
+def secret_strings(value: Any) -> list[str]:
+    """Every string inside a secret output (a secret may be a dict or a list of strings)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in secret_strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in secret_strings(v)]
+    return [] if value is None or isinstance(value, bool) else [str(value)]
+
+
+def counts(changes: OpMap | Mapping[str, int] | None) -> ChangeCounts:
+    # OpType is a str enum, so the CLI's plain string keys and OpType keys look up alike.
+    raw: Mapping[Any, int] = changes or {}
+    return ChangeCounts(
+        create=int(raw.get("create", 0)) + int(raw.get("import", 0)),
+        update=int(raw.get("update", 0)),
+        delete=int(raw.get("delete", 0)),
+        replace=int(raw.get("replace", 0)),
+        same=int(raw.get("same", 0)),
+    )
+
+
+def resource_event(
+    event: EngineEvent, spec: StackSpec, operation: Operation
+) -> ResourceEvent | None:
+    metadata: StepEventMetadata
+    if event.resource_pre_event is not None:
+        metadata, status = event.resource_pre_event.metadata, "started"
+    elif event.res_outputs_event is not None:
+        metadata, status = event.res_outputs_event.metadata, "done"
+    elif event.res_op_failed_event is not None:
+        metadata, status = event.res_op_failed_event.metadata, "failed"
+    else:
+        return None
+    op = str(getattr(metadata.op, "value", metadata.op))
+    return ResourceEvent(
+        stack=spec.node,
+        operation=operation,
+        urn=metadata.urn,
+        type=metadata.type,
+        name=metadata.urn.rsplit("::", 1)[-1],
+        change=_CHANGE.get(op, op),
+        status=status,
+    )
+
+
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire value for "known after apply"
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's signature key of a secret value
+_PATH_PART = re.compile(r'([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
+
+
+def _at(values: Mapping[str, Any] | None, path: str) -> Any:
+    """The value at a Pulumi property path ("tags.Name", "ingress[0].cidrBlocks") or None."""
+    current: Any = values or {}
+    for name, index, quoted in _PATH_PART.findall(path):
+        if index:
+            if not isinstance(current, list) or int(index) >= len(current):
+                return None
+            current = current[int(index)]
+        else:
+            if not isinstance(current, Mapping):
+                return None
+            current = current.get(quoted or name)
+    return current
+
+
+def _shown(value: Any, redactor: Redactor, limit: int = 120) -> Any:
+    """A property value as a preview may show it: secrets masked, unknowns named, long cut."""
+    if isinstance(value, Mapping) and _SECRET_SIG in value:
+        return MASK
+    if value == _UNKNOWN:
+        return "(known after apply)"
+    if isinstance(value, Mapping):
+        return {k: _shown(v, redactor, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v, redactor, limit) for v in value]
+    if isinstance(value, str):
+        text = redactor(value)
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    return value
+
+
+def resource_change(metadata: StepEventMetadata, redactor: Redactor) -> ResourceChange | None:
+    """What one engine step changes, property by property (None for a step that changes nothing).
+
+    Property names come from the provider's detailed diff (Pulumi's `diffs` when it has none);
+    old and new values are the step's inputs, with secrets masked.
+    """
+    op = str(getattr(metadata.op, "value", metadata.op))
+    change = _CHANGE.get(op, op)
+    if change not in ("create", "update", "replace", "delete"):
+        return None
+    old = metadata.old.inputs if metadata.old is not None else None
+    new = metadata.new.inputs if metadata.new is not None else None
+    forcing = set(metadata.keys or [])
+    properties: list[PropertyChange] = []
+    if change in ("update", "replace"):
+        detailed = metadata.detailed_diff or {}
+        names = list(detailed) or list(metadata.diffs or [])
+        for name in names:
+            diff = detailed.get(name)
+            kind = str(getattr(diff.diff_kind, "value", "update")) if diff else "update"
+            properties.append(
+                PropertyChange(
+                    name=name,
+                    kind=kind.removesuffix("-replace"),
+                    forces_replacement=kind.endswith("-replace") or name in forcing,
+                    old=_shown(_at(old, name), redactor),
+                    new=_shown(_at(new, name), redactor),
+                )
+            )
+    return ResourceChange(
+        urn=metadata.urn,
+        type=metadata.type,
+        name=metadata.urn.rsplit("::", 1)[-1],
+        change=change,
+        properties=tuple(properties),
+    )

@@ -1,0 +1,161 @@
+"""The Pulumi CLI the engine runs: found by path at exactly the pinned version, started in a
+process group of its own with an environment that holds only what Pulumi needs.
+
+A process group of its own: a terminal's Ctrl-C reaches stackflow alone, which cancels each
+running `pulumi` once, gracefully (SIGINT: Pulumi finishes the resource operations in flight and
+releases its lock); a second interrupt stops it at once. Without it the terminal's SIGINT reached
+`pulumi` before stackflow could acknowledge it, and a second one from stackflow made it stop hard.
+
+An environment of its own: this process's STACKFLOW_* variables (a passphrase, a backend URL with
+a password) never reach `pulumi` or its provider plugins; Pulumi gets its secrets from the
+engine's own variables (PULUMI_CONFIG_PASSPHRASE, PULUMI_ACCESS_TOKEN) only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pulumi.automation as auto
+from pulumi.automation.errors import create_command_error
+from semver import VersionInfo
+
+from stackflow.errors import EngineUnavailable
+
+_WITHHELD_PREFIXES = ("STACKFLOW_",)
+
+
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without stackflow's own settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_WITHHELD_PREFIXES)}
+    env.update(extra)
+    return env
+
+
+class RunningCommands:
+    """The `pulumi` processes this engine runs, by stack: so a cancel reaches exactly ours."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_stack: dict[str, set[subprocess.Popen[str]]] = {}
+
+    @contextlib.contextmanager
+    def running(self, stack: str, process: subprocess.Popen[str]) -> Iterator[None]:
+        with self._lock:
+            self._by_stack.setdefault(stack, set()).add(process)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._by_stack.get(stack, set()).discard(process)
+
+    def interrupt(self, stack: str) -> int:
+        """Send SIGINT to every running `pulumi` of `stack` (Pulumi's graceful cancel); how many."""
+        with self._lock:
+            processes = list(self._by_stack.get(stack, ()))
+        sent = 0
+        for process in processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGINT)
+                    sent += 1
+        return sent
+
+
+def _stack_of(args: list[str]) -> str | None:
+    for flag, value in pairwise(args):
+        if flag == "--stack":
+            return value
+    return None
+
+
+class PulumiCLI(auto.PulumiCommand):
+    """The CLI at `path`, whose exact version `stackflow.pulumi_cli` has already checked (the
+    SDK's constructor would run `pulumi version` again, and that writes a log into ~/.pulumi)."""
+
+    def __init__(self, path: Path, version: VersionInfo, commands: RunningCommands) -> None:
+        self.command = str(path)
+        self.version = version
+        self.commands = commands
+
+    def run(
+        self,
+        args: list[str],
+        cwd: str,
+        additional_env: Mapping[str, str],
+        on_output: Callable[[str], Any] | None = None,
+        on_error: Callable[[str], Any] | None = None,
+    ) -> auto.CommandResult:
+        """Run one `pulumi` command as the SDK does (non-interactive, output streamed line by
+        line), in a process group of its own and with the withheld environment.
+
+        Raises:
+            CommandError: the command failed (the SDK's own error types, for the classifier).
+        """
+        cut = args.index("--") if "--" in args else len(args)
+        if "--non-interactive" not in args[:cut]:
+            args.insert(0, "--non-interactive")
+        env = child_environment({**additional_env, "PULUMI_AUTOMATION_API": "true"})
+        env["PATH"] = os.pathsep.join([os.path.dirname(self.command), env.get("PATH", "")])
+        out: list[str] = []
+        err: list[str] = []
+
+        def consume(stream: Any, callback: Callable[[str], Any] | None, chunks: list[str]) -> None:
+            for line in iter(stream.readline, ""):
+                stripped = line.rstrip()
+                if callback:
+                    callback(stripped)
+                chunks.append(stripped)
+            stream.close()
+
+        with subprocess.Popen(
+            [self.command, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            encoding="utf-8",
+            start_new_session=True,  # the terminal's Ctrl-C is ours to handle, once
+        ) as process:
+            readers = [
+                threading.Thread(target=consume, args=(process.stdout, on_output, out)),
+                threading.Thread(target=consume, args=(process.stderr, on_error, err)),
+            ]
+            stack = _stack_of(args) or ""
+            with self.commands.running(stack, process):
+                for reader in readers:
+                    reader.start()
+                for reader in readers:
+                    reader.join()
+                code = process.wait()
+        result = auto.CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
+        if code != 0:
+            raise create_command_error(result)
+        return result
+
+
+def find_pulumi_cli(commands: RunningCommands | None = None) -> PulumiCLI:
+    """The Pulumi CLI at exactly the pinned SDK's version, by its path (never any `pulumi` on PATH
+    that happens to be there): the one `scripts/setup.sh` built or reused into the cache.
+
+    Raises:
+        EngineUnavailable: no such CLI; says how to get one.
+    """
+    from stackflow.pulumi_cli import CLI_VERSION, find_cli
+
+    path = find_cli()
+    if path is None:
+        raise EngineUnavailable(
+            f"the Pulumi CLI v{CLI_VERSION} (the pinned SDK's version) is not installed: run "
+            "`bash scripts/setup.sh`, which builds it from Go modules once (4-7 minutes on 2 "
+            f"cores) and reuses it after, or put a pulumi v{CLI_VERSION} on PATH and run it again"
+        )
+    return PulumiCLI(path, VersionInfo.parse(CLI_VERSION), commands or RunningCommands())

@@ -1,0 +1,365 @@
+"""The automation engine: real stacks through the Pulumi Automation API and the Pulumi CLI.
+
+With its package (workspaces, programs, the CLI's processes, change reports, recovery) and the
+classifier `stackflow.engine.classify`, the only code that imports `pulumi.automation`. Raw CLI
+text becomes typed, redacted errors in one place (`classify`); log lines and engine events reach
+the caller through the listener, never through prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pulumi.automation as auto
+from pulumi.automation.events import EngineEvent
+
+from stackflow.engine.automation.changes import counts, resource_change, resource_event
+from stackflow.engine.automation.command import RunningCommands
+from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.recovery import recover
+from stackflow.engine.automation.workspace import Workspaces
+from stackflow.engine.base import (
+    Listener,
+    Operation,
+    OperationResult,
+    OutputValue,
+    ResourceChange,
+    StackSpec,
+    Stopwatch,
+)
+from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
+from stackflow.engine.classify import is_transient_error as is_transient_error
+from stackflow.errors import (
+    EngineUnavailable,
+    OperationCancelled,
+    PermanentStackError,
+    StackError,
+    StackflowError,
+)
+from stackflow.redact import Redactor
+from stackflow.settings import Settings
+
+T = TypeVar("T")
+
+# Cloud and self-managed backends answer `pulumi cancel` with nothing running in these words.
+_NOTHING_TO_CANCEL = ("no update in progress", "has never been updated", "already completed")
+
+
+class AutomationEngine:
+    """Engine on the Pulumi Automation API. Safe for concurrent operations on different stacks."""
+
+    name = "automation"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.cloud = settings.cloud
+        self.commands = RunningCommands()
+        self.ws = Workspaces(settings, self.commands)
+        self._guard = threading.Lock()
+        self._running: dict[str, auto.Stack] = {}
+        self._cancelled: set[str] = set()
+        self._lock_conflicts: dict[str, int] = {}
+
+    # -- errors --
+
+    def _call(
+        self, spec: StackSpec, redactor: Redactor, action: Callable[[], T], *, run: bool = False
+    ) -> T:
+        """Run `action`; any Automation API error leaves as a classified, redacted StackError.
+
+        Args:
+            run: `action` is a stack operation, whose lock conflicts count towards "stale lock".
+        """
+        try:
+            return action()
+        except StackflowError:
+            raise
+        except Exception as exc:
+            failure = self._failure(exc, spec, redactor, run)
+        # Raised outside the handler: the raw CLI text is neither its cause nor its context.
+        raise failure
+
+    def _failure(
+        self, exc: BaseException, spec: StackSpec, redactor: Redactor, run: bool
+    ) -> StackError:
+        locked = is_lock_conflict(exc)
+        with self._guard:
+            cancelled = spec.label in self._cancelled
+            self._cancelled.discard(spec.label)
+            conflicts = 0
+            if run:  # consecutive lock conflicts of operations; anything else starts again
+                conflicts = self._lock_conflicts.pop(spec.label, 0) + 1
+                if locked:
+                    self._lock_conflicts[spec.label] = conflicts
+        if cancelled:
+            return OperationCancelled(
+                spec.label,
+                redactor(f"operation cancelled on request; the CLI said: {error_detail(exc)}"),
+            )
+        error = classify(exc, spec.label, redactor)
+        if locked and run and conflicts > self.settings.stack_retries:
+            return PermanentStackError(
+                spec.label, redactor(self._stale_lock_advice(spec, conflicts, error))
+            )
+        return error
+
+    def _stale_lock_advice(self, spec: StackSpec, attempts: int, error: StackError) -> str:
+        # A killed `pulumi` leaves its lock behind and no backend expires it, and nothing here can
+        # tell a stale lock from a live update elsewhere: after the retries, a person decides.
+        # On a self-managed backend `pulumi cancel` only deletes the stack's lock files (it stops
+        # no process), which is what clearing a stale lock needs.
+        name = self.ws.stack_name(spec)
+        if self.ws.pulumi_cloud:
+            how = f"`pulumi cancel --yes --stack {name}` (Pulumi Cloud then ends the stale update)"
+        else:
+            how = (
+                f"delete the stack's lock file under {self.ws.backend_url}/.pulumi/locks/, or run "
+                f"`pulumi cancel --yes --stack {name}` in {self.ws.work_dir(spec)} with "
+                f"PULUMI_BACKEND_URL={self.ws.backend_url} (on this backend it deletes the lock files)"
+            )
+        return (
+            f"{error.reason} (still locked after {attempts} attempts). If no other update of this "
+            f"stack is running, a killed process left the lock behind: clear it with {how}, then "
+            "run again; the next run clears what the interrupted update left pending."
+        )
+
+    # -- operations --
+
+    @contextlib.contextmanager
+    def _running_on(self, spec: StackSpec, stack: auto.Stack) -> Iterator[None]:
+        with self._guard:
+            self._running[spec.label] = stack
+            self._cancelled.discard(spec.label)
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._running.pop(spec.label, None)
+
+    def run(
+        self,
+        operation: Operation,
+        spec: StackSpec,
+        listener: Listener,
+        plan: Path | None = None,
+        refresh: bool = False,
+    ) -> OperationResult:
+        """Preview, update, refresh, check drift of, or destroy one stack through the Pulumi CLI.
+
+        `plan`: a preview saves Pulumi's update plan to this file; an up applies under it, and
+        Pulumi stops the update if the stack would do anything the plan does not allow
+        (PlanChanged). `refresh`: a preview reads the cloud first, as the up of a drifted stack
+        will.
+
+        Raises:
+            EngineUnavailable: the Pulumi CLI is missing or too old.
+            TransientStackError: worth retrying (lock held, throttled, network).
+            PermanentStackError: a retry will not help; the message names the stack.
+            OperationCancelled: `cancel` was called while it ran.
+        """
+        self.ws.teach(spec, listener)
+        return self._call(
+            spec,
+            listener.redactor,
+            lambda: self._run(operation, spec, listener, plan, refresh),
+            run=True,
+        )
+
+    def _run(
+        self,
+        operation: Operation,
+        spec: StackSpec,
+        listener: Listener,
+        plan: Path | None,
+        refresh: bool,
+    ) -> OperationResult:
+        watch = Stopwatch()
+        stack = self.ws.stack(spec, create=True)
+        assert stack is not None  # create_or_select returns one or raises
+        self.ws.ensure_plugins(stack.workspace, listener)
+        listener.line(
+            f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
+            f"(backend {self.ws.backend_url})"
+        )
+        stack.set_all_config(self.ws.config(spec))
+        program = pulumi_program(spec.program, listener.declared)
+
+        planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
+
+        def on_event(event: EngineEvent) -> None:
+            converted = resource_event(event, spec, operation)
+            if converted is not None:
+                listener.event(converted)
+            if event.resource_pre_event is not None and operation in (
+                Operation.PREVIEW,
+                Operation.UP,
+            ):
+                change = resource_change(event.resource_pre_event.metadata, listener.redactor)
+                if change is not None and (
+                    change.urn not in planned or change.properties
+                ):  # the create-replacement step carries the diff; delete-replaced does not
+                    planned[change.urn] = change
+
+        def on_output(line: str) -> None:
+            listener.line(scrub_plan_violation(line))  # a plan violation prints secret values
+
+        common: dict[str, Any] = {
+            "on_output": on_output,
+            "on_event": on_event,
+            "program": program,
+        }
+        outputs: dict[str, OutputValue] = {}
+        with self._running_on(spec, stack):
+            if plan is not None:
+                plan.parent.mkdir(parents=True, exist_ok=True)
+            if operation is Operation.UP:
+                up = stack.up(**common, plan=str(plan) if plan else None)
+                changes = counts(up.summary.resource_changes)
+                outputs = self.ws.outputs(up.outputs, listener)
+            elif operation is Operation.PREVIEW:
+                preview = stack.preview(
+                    **common, plan=str(plan) if plan else None, refresh=refresh or None
+                )
+                changes = counts(preview.change_summary)
+            elif operation is Operation.REFRESH:
+                changes = counts(stack.refresh(**common).summary.resource_changes)
+            elif operation is Operation.DRIFT:
+                # A refresh preview: what refresh would adopt is the drift; nothing is written.
+                changes = counts(stack.preview_refresh(**common).change_summary)
+            else:
+                changes = counts(stack.destroy(**common).summary.resource_changes)
+        if operation in (Operation.REFRESH, Operation.DRIFT):
+            outputs = self.ws.outputs(stack.outputs(), listener)
+        with self._guard:
+            self._lock_conflicts.pop(spec.label, None)
+            self._cancelled.discard(spec.label)
+        listener.line(
+            f"{operation.value} {spec.label}: {changes.create} to create, {changes.update} to "
+            f"update, {changes.replace} to replace, {changes.delete} to delete, {changes.same} "
+            f"unchanged ({watch.elapsed:.2f}s)"
+        )
+        return OperationResult(
+            stack=spec.node,
+            operation=operation,
+            changes=changes,
+            outputs=outputs,
+            duration_s=watch.elapsed,
+            engine=self.name,
+            resource_changes=tuple(planned.values()),
+        )
+
+    def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
+        """The stack's outputs from its last update ({} if the stack does not exist).
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+
+        def read() -> dict[str, OutputValue]:
+            stack = self.ws.stack(spec, create=False)
+            return {} if stack is None else self.ws.outputs(stack.outputs())
+
+        return self._call(spec, self.ws.redactor, read)
+
+    def exists(self, spec: StackSpec) -> bool:
+        """Whether the stack exists in the backend and holds resources.
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+
+        def check() -> bool:
+            stack = self.ws.stack(spec, create=False)
+            if stack is None:
+                return False
+            for summary in stack.workspace.list_stacks():
+                # Backends list a project's stacks by short or by fully qualified name.
+                if summary.name.rsplit("/", 1)[-1] == spec.environment:
+                    return bool(summary.resource_count)
+            return False
+
+        return self._call(spec, self.ws.redactor, check)
+
+    def cancel(self, spec: StackSpec, interrupt: bool = True) -> None:
+        """Stop the operation running on this stack, if any; `run` then raises OperationCancelled.
+
+        Pulumi Cloud: `pulumi cancel`. Self-managed backends: there `pulumi cancel` would only delete
+        the lock of our own live update (stopping nothing), so our `pulumi` child is interrupted
+        instead (SIGINT: the CLI's graceful cancel; Linux). `interrupt=False`: a terminal's Ctrl-C
+        already reached our `pulumi` children (a second SIGINT would make Pulumi stop at once,
+        without finishing the operations in flight), so it is only recorded.
+
+        Raises:
+            TransientStackError, PermanentStackError: the cancel itself failed.
+        """
+        with self._guard:
+            stack = self._running.get(spec.label)
+            if stack is None:
+                return
+            self._cancelled.add(spec.label)
+        if not interrupt:
+            return
+        if not self.ws.pulumi_cloud:
+            self.commands.interrupt(stack.name)
+            return
+        try:
+            stack.cancel()
+            return
+        except auto.CommandError as exc:
+            with self._guard:
+                finished = spec.label not in self._running
+            if finished or any(t in str(exc).lower() for t in _NOTHING_TO_CANCEL):
+                return  # it ended on its own meanwhile
+            failure = classify(exc, spec.label, self.ws.redactor)
+        raise failure
+
+    def recover(self, spec: StackSpec, listener: Listener) -> bool:
+        """Clear what an interrupted update left behind (see `recovery.recover`).
+
+        Returns True if anything was cleared, and says so through the listener.
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+        self.ws.teach(spec, listener)
+
+        def clear() -> bool:
+            return recover(self.ws, spec, listener, self._running_on)
+
+        return self._call(spec, listener.redactor, clear)
+
+    def remove(self, spec: StackSpec) -> None:
+        """Remove the stack (empty, after destroy) and its config from the backend.
+
+        Raises:
+            PermanentStackError: the stack still has resources (Pulumi refuses), or another error.
+        """
+
+        def drop() -> None:
+            stack = self.ws.stack(spec, create=False)
+            if stack is None:
+                return
+            stack.workspace.remove_stack(stack.name)
+            self.ws.forget(spec)
+
+        self._call(spec, self.ws.redactor, drop)
+
+    def versions(self) -> dict[str, str]:
+        """SDK, plugin and (when the CLI is found) CLI versions; part of every fingerprint."""
+        found = {
+            "engine": self.name,
+            "cloud": self.cloud,
+            "pulumi-sdk": package_version("pulumi"),
+            "pulumi-aws": package_version("pulumi-aws"),
+            "pulumi-random": package_version("pulumi-random"),
+        }
+        with contextlib.suppress(EngineUnavailable):
+            cli = self.ws.cli().version
+            if cli is not None:
+                found["pulumi-cli"] = str(cli)
+        return found
