@@ -13,9 +13,9 @@ from prefect.futures import PrefectFuture
 
 from flows.summary import PipelineSummary
 from pipeline.graph import GRAPH
+from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
-from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import NodeKind, StackGraph
 from stackflow.migrations import MigrationPlanChanged
 from stackflow.plan import DeployPlan
@@ -39,14 +39,13 @@ def build_context(settings: Settings, graph: StackGraph | None = None) -> RunCon
     redactor = Redactor(settings.secret_values())
     if passphrase:
         redactor.add(passphrase)
-    # Fingerprints are per cloud: a stack skipped as unchanged on one cloud says nothing of another.
-    scope = settings.cloud
     return RunContext(
         settings,
         engine,
         graph or GRAPH,
         redactor,
-        FingerprintStore(settings.state_dir, passphrase, scope=scope),
+        DriftMarks(settings.state.records, settings.cloud),
+        passphrase=passphrase,
         retry_delays=retry_delays(settings),
     )
 

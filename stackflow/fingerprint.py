@@ -1,24 +1,30 @@
-"""Fingerprints of the last successful `up` per stack, so unchanged stacks are skipped.
+"""When a stack's `up` may be skipped: its inputs' fingerprint matches what the stack's latest
+checkpoint recorded, read straight from the backend.
 
 A fingerprint covers the program's source files, its arguments (settings and upstream outputs),
-its config, the engine and the tool versions. The record also keeps the outputs (secret ones sealed
-with the state passphrase), so a skipped stack hands its outputs downstream without an engine call.
+its config, the engine and the tool versions. Each `up` records it in the stack's checkpoint (the
+`_stackflow` output, written by the same update; see `engine.automation.program.stamp_output`)
+with the outputs' values sealed under the state passphrase. So the decision needs one read of the
+checkpoint, no `pulumi` process and nothing from this machine's folder: a second worker decides
+the same; a lost, changed, locked or half-finished checkpoint, or one another tool wrote, never
+passes for "unchanged".
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from stackflow.engine.base import OutputValue, StackSpec
+from stackflow import __version__
+from stackflow.engine.base import INTERNAL_OUTPUT, OutputValue, StackSpec, StackState
 from stackflow.secretbox import SecretBox
+
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's key of a secret value's envelope
 
 
 def compute(
@@ -35,79 +41,70 @@ def compute(
         h.update(path.read_bytes())
     h.update(args.model_dump_json().encode())
     h.update(json.dumps({k: (v.value, v.secret) for k, v in sorted(spec.config.items())}).encode())
-    h.update(json.dumps({"engine": engine, **dict(versions)}, sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {"engine": engine, "stackflow": __version__, **dict(versions)}, sort_keys=True
+        ).encode()
+    )
     h.update(f"{spec.pulumi_project}/{spec.environment}".encode())
     return h.hexdigest()
 
 
-class FingerprintStore:
-    """Records under <state>/fingerprints/[<cloud>/]<project>/<environment>.json."""
+def stamp(fingerprint: str) -> dict[str, Any]:
+    """What an `up` records for stackflow in the stack's checkpoint (the seal is added there)."""
+    return {"fingerprint": fingerprint, "stackflow": __version__}
 
-    def __init__(self, state_dir: Path, passphrase: str | None, scope: str = "") -> None:
-        self.root = state_dir / "fingerprints" / scope if scope else state_dir / "fingerprints"
-        self.passphrase = passphrase
 
-    def _path(self, spec: StackSpec) -> Path:
-        return self.root / spec.pulumi_project / f"{spec.environment}.json"
+def why_not_unchanged(state: StackState | None, fingerprint: str) -> str:
+    """Why the checkpoint does not prove the stack unchanged ("" when it does)."""
+    if state is None:
+        return "no state in the backend (never deployed, or its state was lost)"
+    if state.locked:
+        return "another update holds its lock"
+    if state.pending:
+        return f"an interrupted update left {state.pending} pending operation(s)"
+    recorded = state.stamp
+    if recorded is None:
+        return "its last update was not stackflow's (no stamp in its state)"
+    if recorded.get("stackflow") != __version__:
+        return (
+            f"its last update was made by stackflow {recorded.get('stackflow')}, not {__version__}"
+        )
+    if recorded.get("fingerprint") != fingerprint:
+        return "its inputs changed since its last successful up"
+    return ""
 
-    def load(self, spec: StackSpec, fingerprint: str) -> dict[str, OutputValue] | None:
-        """The stored outputs if the stored fingerprint matches, else None."""
-        path = self._path(spec)
-        if not path.exists():
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, Mapping) and _SECRET_SIG in value
+
+
+def unchanged_outputs(
+    state: StackState | None, fingerprint: str, passphrase: str | None
+) -> dict[str, OutputValue] | None:
+    """The stack's outputs when its checkpoint proves it unchanged, else None.
+
+    Plain outputs come from the checkpoint; secret ones from the seal the update recorded beside
+    them. None also when a secret output cannot be opened (no passphrase, or another one): the
+    engine answers then.
+    """
+    if state is None or why_not_unchanged(state, fingerprint):
+        return None
+    recorded = state.stamp or {}
+    raw = {k: v for k, v in state.outputs.items() if k != INTERNAL_OUTPUT}
+    secret = [k for k, v in raw.items() if _is_secret(v)]
+    opened: Mapping[str, Any] = {}
+    if secret:
+        if not passphrase or "sealed" not in recorded or "salt" not in recorded:
             return None
         try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            return None  # a damaged record only costs a real `up`
-        if record.get("fingerprint") != fingerprint:
+            box = SecretBox.from_salt(passphrase, str(recorded["salt"]))
+            opened = box.open(str(recorded["sealed"]))
+        except (ValueError, KeyError, TypeError):
             return None
-        outputs: dict[str, OutputValue] = {}
-        for key, item in record.get("outputs", {}).items():
-            if not item.get("secret"):
-                outputs[key] = OutputValue(item["value"])
-            elif self.passphrase is None or "ciphertext" not in item:
-                return None  # cannot reproduce a secret output: let the engine answer
-            else:
-                try:
-                    box = SecretBox.from_salt(self.passphrase, record["salt"])
-                    outputs[key] = OutputValue(box.open(item["ciphertext"]), secret=True)
-                except (ValueError, KeyError):
-                    return None
-        return outputs
-
-    def save(self, spec: StackSpec, fingerprint: str, outputs: Mapping[str, OutputValue]) -> None:
-        salt = SecretBox.new_salt()
-        box = SecretBox.from_salt(self.passphrase, salt) if self.passphrase else None
-        stored: dict[str, Any] = {}
-        for key, out in outputs.items():
-            if not out.secret:
-                stored[key] = {"secret": False, "value": out.value}
-            elif box is not None:
-                stored[key] = {"secret": True, "ciphertext": box.seal(out.value)}
-            else:
-                stored[key] = {"secret": True}
-        path = self._path(spec)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        record = {"fingerprint": fingerprint, "saved": time.time(), "salt": salt, "outputs": stored}
-        tmp.write_text(json.dumps(record, indent=2))
-        tmp.replace(path)
-
-    def forget(self, spec: StackSpec) -> None:
-        self._path(spec).unlink(missing_ok=True)
-
-    def _drift_path(self, spec: StackSpec) -> Path:
-        return self.root / spec.pulumi_project / f"{spec.environment}.drifted"
-
-    def mark_drifted(self, spec: StackSpec) -> None:
-        """The cloud differs from the stack's state: never skip it, refresh it before its next up."""
-        self.forget(spec)
-        path = self._drift_path(spec)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"found": time.time()}))
-
-    def drifted(self, spec: StackSpec) -> bool:
-        return self._drift_path(spec).exists()
-
-    def clear_drift(self, spec: StackSpec) -> None:
-        self._drift_path(spec).unlink(missing_ok=True)
+        if not isinstance(opened, Mapping) or any(k not in opened for k in secret):
+            return None
+    return {
+        k: OutputValue(opened[k], secret=True) if k in secret else OutputValue(v)
+        for k, v in raw.items()
+    }

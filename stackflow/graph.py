@@ -19,15 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from stackflow.engine.base import ConfigValue, OutputValue, StackSpec
+from stackflow.engine.base import INTERNAL_OUTPUT, ConfigValue, OutputValue, StackSpec
 from stackflow.errors import MissingOutputError, UnknownStackError, echo
 from stackflow.settings import Settings
 
 Upstream = Mapping[str, BaseModel]
 """The typed outputs of a node's upstream stacks, by node name."""
-
-INTERNAL_OUTPUT = "_stackflow"
-"""The output every stack's update records for stackflow itself (its fingerprint); never typed."""
 
 
 class NodeKind(StrEnum):

@@ -23,10 +23,10 @@ from prefect.tasks import Task
 from pydantic import BaseModel
 
 from stackflow import fingerprint
+from stackflow.drift import DRIFTED, DriftMarks
 from stackflow.engine import Engine, Listener, Operation, OperationResult, OutputValue, is_transient
 from stackflow.engine.base import ChangeCounts, ResourceChange, ResourceEvent, StackSpec
 from stackflow.errors import OperationCancelled, PlanChanged, StackError
-from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import (
     StackGraph,
     bare_spec,
@@ -56,7 +56,8 @@ class RunContext:
     engine: Engine
     graph: StackGraph
     redactor: Redactor
-    fingerprints: FingerprintStore
+    drift: DriftMarks
+    passphrase: str | None = field(default=None, repr=False)  # opens the outputs a skip hands on
     engine_calls: list[str] = field(
         default_factory=list
     )  # "op:stack", for the summary and benchmarks
@@ -234,12 +235,21 @@ def stack_operation(
 
     fp = ""
     planning = operation is Operation.PREVIEW and gate is not None
-    drifted = (operation is Operation.UP or planning) and ctx.fingerprints.drifted(spec)
+    mark = ctx.drift.marked(spec) if operation is Operation.UP or planning else None
+    drifted = mark == DRIFTED
     if operation is Operation.UP or planning:
         fp = fingerprint.compute(spec, args, graph_node.sources, engine.name, engine.versions())
         # A plan previews a stack whose upstream will change, though its inputs look unchanged now.
         moving = planning and any(u.changes.changed for u in upstream.values())
-        cached = None if force or drifted or moving else ctx.fingerprints.load(spec, fp)
+        cached = None
+        if not (force or mark or moving):
+            state = engine.state(spec)  # one read of the backend, no pulumi process
+            cached = fingerprint.unchanged_outputs(state, fp, ctx.passphrase)
+            why = fingerprint.why_not_unchanged(state, fp)
+            if cached is None and not why:  # unchanged, but its secrets are the engine's to read
+                cached = engine.outputs(spec)
+            if why:
+                logger.info("%s runs: %s", spec.label, why)
         if cached is not None:
             logger.info(
                 "%s unchanged since its last successful up: skipped, no engine call", spec.label
@@ -303,7 +313,12 @@ def stack_operation(
                 plan = gate.plan_file
             _record(ctx, operation, node)
             result: OperationResult = engine.run(
-                operation, spec, listener, plan=plan, refresh=planning and drifted
+                operation,
+                spec,
+                listener,
+                plan=plan,
+                refresh=planning and drifted,
+                stamp=fingerprint.stamp(fp) if operation is Operation.UP else None,
             )
         except StackError as exc:
             reason = ctx.redactor(exc.reason)
@@ -338,18 +353,14 @@ def stack_operation(
     }[operation]
     typed = None
     if operation is Operation.UP:
-        ctx.fingerprints.save(spec, fp, result.outputs)
-        ctx.fingerprints.clear_drift(spec)
+        ctx.drift.clear(spec)
         typed = parse_outputs(graph_node, result.outputs)
     elif operation is Operation.DESTROY:
-        ctx.fingerprints.forget(spec)
-        ctx.fingerprints.clear_drift(spec)
-    elif operation is Operation.DRIFT and result.changes.changed:
-        ctx.fingerprints.mark_drifted(spec)
-    elif operation is Operation.REFRESH and result.changes.changed:
-        ctx.fingerprints.forget(
-            spec
-        )  # state now holds the cloud's values: the next up corrects them
+        ctx.drift.clear(spec)
+    elif (operation is Operation.DRIFT and result.changes.changed) or (
+        operation is Operation.REFRESH and result.changes.changed
+    ):
+        ctx.drift.mark(spec)
     placeholder = False
     if operation is Operation.PREVIEW:
         # Downstream previews read what is deployed; a stack not deployed yet hands on placeholders.

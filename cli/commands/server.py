@@ -20,8 +20,22 @@ def use_local_prefect(settings: Any) -> None:
         print(text, file=sys.stderr)  # stdout is the summary's (and --json's)
 
     server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=progress)
-    os.environ["PREFECT_API_URL"] = server.api_url
+    point_prefect_at(server.api_url)
     progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
+
+
+def point_prefect_at(api_url: str) -> None:
+    """Make this process's Prefect client (every thread's) talk to `api_url`.
+
+    Prefect reads its settings when it is imported, and the cheap refusals may have imported it
+    already (the graph's tasks): its global settings are rebuilt, or runs would start a temporary
+    server of their own. The variable is Prefect's own, and reaches the flow run's threads.
+    """
+    os.environ["PREFECT_API_URL"] = api_url
+    if "prefect" in sys.modules:
+        import prefect.context
+
+        prefect.context.refresh_global_settings_context()
 
 
 def run(args: argparse.Namespace, settings: Any) -> int:

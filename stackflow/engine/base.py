@@ -18,6 +18,9 @@ from stackflow.redact import MASK, Redactor
 ProgramFn = Callable[[], Mapping[str, Any]]
 """A Pulumi program: declares resources when called and returns its exports (name -> Output)."""
 
+INTERNAL_OUTPUT = "_stackflow"
+"""The output every `up` records for stackflow itself (its stamp); never one of a stack's own."""
+
 
 class Operation(StrEnum):
     """What an engine can do to a stack."""
@@ -187,6 +190,26 @@ class ResourceEvent:
     status: str  # started, done, failed
 
 
+@dataclass(frozen=True)
+class StackState:
+    """What a stack's latest checkpoint in the backend says, read without any `pulumi` process.
+
+    `outputs` are raw: a secret one is Pulumi's ciphertext envelope, never a value.
+    """
+
+    updated: str  # the checkpoint's manifest time: which update wrote it
+    outputs: Mapping[str, Any]
+    resources: int  # resources in the state, the root stack resource included
+    pending: int  # operations an interrupted update left pending
+    locked: bool  # an update holds the stack's lock right now
+
+    @property
+    def stamp(self) -> Mapping[str, Any] | None:
+        """What stackflow's last `up` recorded (None: never stamped, or another tool's update)."""
+        found = self.outputs.get(INTERNAL_OUTPUT)
+        return found if isinstance(found, Mapping) else None
+
+
 OutputListener = Callable[[str], None]
 EventListener = Callable[[ResourceEvent], None]
 DeclaredListener = Callable[[int], None]
@@ -229,8 +252,12 @@ class Engine(Protocol):
         listener: Listener,
         plan: Path | None = None,
         refresh: bool = False,
+        stamp: Mapping[str, Any] | None = None,
     ) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack.
+
+        `stamp`: what an `up` records for stackflow in the stack's checkpoint (its fingerprint),
+        atomically with the update.
 
         `plan`: a preview saves Pulumi's update plan there; an up applies under that plan and
         stops if the stack would do anything the plan does not allow (PlanChanged).
@@ -249,6 +276,11 @@ class Engine(Protocol):
 
     def exists(self, spec: StackSpec) -> bool:
         """Whether the stack has been deployed and holds resources."""
+        ...
+
+    def state(self, spec: StackSpec) -> StackState | None:
+        """The stack's latest checkpoint, read straight from the backend (no `pulumi` process);
+        None when the backend has no state for it."""
         ...
 
     def recover(self, spec: StackSpec, listener: Listener) -> bool:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from stackflow.drift import DriftMarks
 from stackflow.environments import CloudMismatch, check_cloud, record_deploy
-from stackflow.fingerprint import FingerprintStore
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
@@ -37,17 +37,14 @@ def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: 
     )  # another environment: fine
 
 
-def test_backends_fingerprints_and_labels_are_per_cloud(tmp_path: Path) -> None:
+def test_backends_drift_marks_and_labels_are_per_cloud(tmp_path: Path) -> None:
     local = get_settings(state_dir=tmp_path, cloud="local")
     aws = get_settings(state_dir=tmp_path, cloud="aws", state_passphrase="x")
     assert local.resolved_backend_url == f"file://{tmp_path / 'pulumi-local'}"
     assert aws.resolved_backend_url == f"file://{tmp_path / 'pulumi-aws'}"
     assert (local.target_label, aws.target_label) == ("local cloud", "AWS")
     assert local.localcloud_root == tmp_path / "localcloud"
-    assert (
-        FingerprintStore(tmp_path, None, scope="local").root
-        != FingerprintStore(tmp_path, None, scope="aws").root
-    )
+    assert DriftMarks(tmp_path, "local").root != DriftMarks(tmp_path, "aws").root
 
 
 def test_a_deletion_protected_database_is_refused_before_a_destroy(tmp_path: Path) -> None:

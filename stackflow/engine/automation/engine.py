@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,10 +30,12 @@ from stackflow.engine.base import (
     OutputValue,
     ResourceChange,
     StackSpec,
+    StackState,
     Stopwatch,
 )
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
+from stackflow.engine.stackstate import DamagedCheckpoint, parse_checkpoint
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
@@ -148,6 +150,7 @@ class AutomationEngine:
         listener: Listener,
         plan: Path | None = None,
         refresh: bool = False,
+        stamp: Mapping[str, Any] | None = None,
     ) -> OperationResult:
         """Preview, update, refresh, check drift of, or destroy one stack through the Pulumi CLI.
 
@@ -166,7 +169,7 @@ class AutomationEngine:
         return self._call(
             spec,
             listener.redactor,
-            lambda: self._run(operation, spec, listener, plan, refresh),
+            lambda: self._run(operation, spec, listener, plan, refresh, stamp),
             run=True,
         )
 
@@ -177,6 +180,7 @@ class AutomationEngine:
         listener: Listener,
         plan: Path | None,
         refresh: bool,
+        stamp: Mapping[str, Any] | None,
     ) -> OperationResult:
         watch = Stopwatch()
         stack = self.ws.stack(spec, create=True)
@@ -187,7 +191,12 @@ class AutomationEngine:
             f"(backend {self.ws.backend_url})"
         )
         stack.set_all_config(self.ws.config(spec))
-        program = pulumi_program(spec.program, listener.declared)
+        program = pulumi_program(
+            spec.program,
+            listener.declared,
+            stamp if operation is Operation.UP else None,
+            self.ws.passphrase,
+        )
 
         planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
 
@@ -265,6 +274,30 @@ class AutomationEngine:
             return {} if stack is None else self.ws.outputs(stack.outputs())
 
         return self._call(spec, self.ws.redactor, read)
+
+    def state(self, spec: StackSpec) -> StackState | None:
+        """The stack's latest checkpoint, read straight from the backend: no `pulumi` process.
+
+        Raises:
+            PermanentStackError: the checkpoint is damaged (names the stack and the file).
+        """
+        folder = self.ws.backend_folder
+        if folder is None:
+            return None  # read through the team backend's reader (see stackflow.records)
+        project, name = spec.pulumi_project, self.ws.stack_name(spec).rsplit("/", 1)[-1]
+        stacks = folder / ".pulumi" / "stacks" / project
+        locks = folder / ".pulumi" / "locks" / "organization" / project / name
+        locked = locks.is_dir() and any(locks.glob("*.json"))
+        for path in (stacks / f"{name}.json", stacks / f"{name}.json.gz"):
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            try:
+                return parse_checkpoint(raw, locked=locked)
+            except DamagedCheckpoint as exc:
+                raise PermanentStackError(spec.label, f"{path}: {exc}") from None
+        return None
 
     def exists(self, spec: StackSpec) -> bool:
         """Whether the stack exists in the backend and holds resources.

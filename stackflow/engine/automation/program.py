@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi.automation as auto
 
-from stackflow.engine.base import ProgramFn
+from stackflow.engine.base import INTERNAL_OUTPUT, ProgramFn
 
 # pulumi_aws loads its submodules (ec2, rds, ...) on first attribute access, and that first load
 # is not thread-safe: two programs touching `aws.ec2` at once in one process (several environments
@@ -25,8 +25,32 @@ def declared_exports(program: ProgramFn) -> Mapping[str, Any]:
         return program()
 
 
+def stamp_output(
+    stamp: Mapping[str, Any], exports: Mapping[str, Any], passphrase: str | None
+) -> Any:
+    """The output an update records for stackflow, atomic with the update itself: its stamp (the
+    fingerprint of the inputs, the stackflow version) and, sealed with a key derived from the
+    state passphrase, the values of every export. A later run skips the stack only when the
+    checkpoint's stamp matches its own inputs, and takes the secret outputs from the seal (no
+    `pulumi` process to decrypt them). The seal is ciphertext, so it is stored as a plain output
+    (Pulumi would otherwise encrypt the ciphertext again under its own slower key)."""
+    record: dict[str, Any] = dict(stamp)
+    if passphrase and exports:
+        from stackflow.secretbox import SecretBox
+
+        salt = SecretBox.new_salt()
+        box = SecretBox.from_salt(passphrase, salt)
+        sealed = pulumi.Output.all(**exports).apply(lambda values: box.seal(values))
+        record["salt"] = salt
+        record["sealed"] = pulumi.Output.unsecret(sealed)
+    return record
+
+
 def pulumi_program(
-    program: ProgramFn, on_declared: Callable[[int], None] | None = None
+    program: ProgramFn,
+    on_declared: Callable[[int], None] | None = None,
+    stamp: Mapping[str, Any] | None = None,
+    passphrase: str | None = None,
 ) -> auto.PulumiFn:
     """The inline Pulumi program for `program`: declares its resources and exports what it returns.
 
@@ -34,6 +58,9 @@ def pulumi_program(
         program: a plain program function returning its exports (name -> Output or value).
         on_declared: called with the number of resources the program declared (the live view's
             "done/total"); resources declared later, inside an `apply`, are not counted.
+        stamp: what the update records for stackflow (see `stamp_output`), exported as
+            `_stackflow`; None exports nothing of ours.
+        passphrase: seals the exports' values into the stamp.
     """
 
     def declare() -> None:
@@ -45,8 +72,11 @@ def pulumi_program(
 
         if on_declared is not None:
             pulumi.runtime.register_stack_transformation(count)
-        for key, value in declared_exports(program).items():
+        exports = declared_exports(program)
+        for key, value in exports.items():
             pulumi.export(key, value)
+        if stamp is not None:
+            pulumi.export(INTERNAL_OUTPUT, stamp_output(stamp, exports, passphrase))
         if on_declared is not None:
             on_declared(declared)
 

@@ -16,7 +16,7 @@ import pulumi.automation as auto
 from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
 from stackflow.engine.automation.program import pulumi_program
-from stackflow.engine.base import Listener, OutputValue, StackSpec
+from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
@@ -234,7 +234,11 @@ class Workspaces:
         self, raw: Mapping[str, auto.OutputValue], listener: Listener | None = None
     ) -> dict[str, OutputValue]:
         """Typed outputs; every secret in them is learnt (and taught to the listener)."""
-        outputs = {key: OutputValue(item.value, secret=item.secret) for key, item in raw.items()}
+        outputs = {
+            key: OutputValue(item.value, secret=item.secret)
+            for key, item in raw.items()
+            if key != INTERNAL_OUTPUT  # stackflow's own record, read by the skip path only
+        }
         secrets = [
             s for item in outputs.values() if item.secret for s in secret_strings(item.value)
         ]
