@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.prefect_server",
     "tests.fixtures.mariadb",
     "tests.fixtures.localcloud",
+    "tests.fixtures.postgres",
 ]
 
 
