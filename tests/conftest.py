@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.mariadb",
     "tests.fixtures.localcloud",
     "tests.fixtures.postgres",
+    "tests.fixtures.s3backend",
 ]
 
 

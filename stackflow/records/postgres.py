@@ -9,14 +9,13 @@ Pulumi backend URL's `table=` option is ignored, so the records may sit beside `
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from stackflow.backends import mask_url, postgres_location
+from stackflow.postgres.client import SharedConnection
 from stackflow.records.base import ABSENT, Expect, Record, check_key, damaged, first_version
 from stackflow.records.errors import RecordConflict, RecordsUnavailable
 
@@ -29,52 +28,24 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 )
 """
-Row = tuple[Any, ...]
 
 
 class PostgresRecords:
-    """Records in a PostgreSQL database. One connection, opened on first use, shared by threads
-    (one statement at a time) and opened again once if the server dropped it."""
+    """Records in a PostgreSQL database, over one connection its threads share."""
 
     def __init__(self, url: str) -> None:
-        self._conninfo = postgres_location(url).conninfo
         self._where = mask_url(url)
-        self._conn: psycopg.Connection[Row] | None = None
-        self._lock = threading.Lock()
+        self._db = SharedConnection(
+            postgres_location(url).conninfo,
+            f"stackflow's records at {self._where}",
+            setup=_SCHEMA,
+            unavailable=RecordsUnavailable,
+        )
+        self._run = self._db.run
 
     @property
     def where(self) -> str:
         return self._where
-
-    def _connection(self) -> psycopg.Connection[Row]:
-        if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10)
-            conn.execute(_SCHEMA)
-            self._conn = conn
-        return self._conn
-
-    def _run(self, query: str, params: Sequence[Any], *, write: bool = False) -> list[Row]:
-        # A read is tried again on a new connection (the server may have restarted meanwhile); a
-        # write is not: had it reached the server, a second try would report our own as a conflict.
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    cur = self._connection().execute(query, params)
-                    return cur.fetchall() if cur.description is not None else []
-                except psycopg.OperationalError as exc:
-                    if self._conn is not None:
-                        self._conn.close()
-                    self._conn = None
-                    if write or attempt == 2:
-                        raise RecordsUnavailable(
-                            f"stackflow's records at {self._where} did not answer ({exc}); "
-                            + (
-                                "read the record to know whether the write happened"
-                                if write
-                                else ""
-                            )
-                        ) from None
-        raise AssertionError("unreachable")
 
     def _row(self, key: str) -> Record | None:
         rows = self._run(f"SELECT value, version FROM {TABLE} WHERE key = %s", (key,))
@@ -153,7 +124,4 @@ class PostgresRecords:
 
     def close(self) -> None:
         """Close the connection."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._db.close()

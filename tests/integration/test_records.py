@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,34 +21,16 @@ from stackflow.records import (
     RecordsUnavailable,
     open_records,
 )
-from tests.fixtures.localcloud import REGION, LocalCloud
+from tests.fixtures.localcloud import LocalCloud
+from tests.fixtures.s3backend import LOCAL_CREDENTIALS, s3_url
 from tests.realenv import ROOT
 
 pytestmark = pytest.mark.integration
 
-LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-def s3_url(cloud: LocalCloud, bucket: str, prefix: str) -> str:
-    """The local cloud's S3 in the Pulumi CLI's own URL form (verified with the real CLI)."""
-    return (
-        f"s3://{bucket}/{prefix}?endpoint=127.0.0.1:{cloud.port}&disableSSL=true"
-        f"&s3ForcePathStyle=true&region={REGION}"
-    )
-
 
 @pytest.fixture
-def s3_records_url(local_cloud: LocalCloud, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh bucket on the local cloud; this process gets the local cloud's test credentials."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in LOCAL_CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    bucket = f"records-{uuid.uuid4().hex[:12]}"
-    local_cloud.client("s3").create_bucket(
-        Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
-    )
-    return s3_url(local_cloud, bucket, "team/records")
+def s3_records_url(local_cloud: LocalCloud, local_s3_bucket: str) -> str:
+    return s3_url(local_cloud, local_s3_bucket, "team/records")
 
 
 @pytest.fixture(params=["file", "postgres", "s3"])
