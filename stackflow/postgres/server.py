@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psycopg
 
@@ -76,6 +77,25 @@ def _quiet(_message: str) -> None:
     return None
 
 
+def _spawn(
+    args: list[str], account: pwd.struct_passwd, base_dir: Path, out: IO[bytes], *, detached: bool
+) -> subprocess.Popen[bytes]:
+    """Start a PostgreSQL program as the server's OS user, in base_dir, output to `out`."""
+    uid, gid, groups = identity(account)
+    return subprocess.Popen(
+        args,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=base_dir,
+        env=child_env(base_dir),
+        start_new_session=detached,  # the server outlives this process: later runs reuse it
+        user=uid,
+        group=gid,
+        extra_groups=groups,
+    )
+
+
 def _initdb(base_dir: Path, account: pwd.struct_passwd, log: Callable[[str], None]) -> None:
     data = base_dir / "data"
     log(f"initialising a PostgreSQL cluster in {data}")
@@ -93,22 +113,11 @@ def _initdb(base_dir: Path, account: pwd.struct_passwd, log: Callable[[str], Non
         "--no-instructions",
     ]
     install_log = base_dir / "initdb.log"
-    uid, gid, groups = identity(account)
     with install_log.open("wb") as out:
-        result = subprocess.run(
-            args,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=base_dir,
-            env=child_env(base_dir),
-            user=uid,
-            group=gid,
-            extra_groups=groups,
-        )
-    if result.returncode != 0:
+        returncode = _spawn(args, account, base_dir, out, detached=False).wait()
+    if returncode != 0:
         raise PostgresError(
-            f"initdb failed (exit {result.returncode}); {install_log}:\n{log_tail(install_log)}"
+            f"initdb failed (exit {returncode}); {install_log}:\n{log_tail(install_log)}"
         )
     staging.rename(data)
 
@@ -195,21 +204,9 @@ def _start(
         "logging_collector=off",
     ]
     server_log = base_dir / "server.log"
-    uid, gid, groups = identity(account)
     log(f"starting PostgreSQL (data in {data}, socket in {run}, log {server_log})")
     with server_log.open("ab") as out:
-        process = subprocess.Popen(
-            args,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=base_dir,
-            env=child_env(base_dir),
-            start_new_session=True,  # outlives this process: later runs reuse it
-            user=uid,
-            group=gid,
-            extra_groups=groups,
-        )
+        process = _spawn(args, account, base_dir, out, detached=True)
     server = PostgresServer(process.pid, base_dir, run, port, host or None)
     deadline = time.monotonic() + _START_TIMEOUT_S
     while True:
