@@ -2,7 +2,8 @@
 # Sets up stackflow on a fresh machine: system packages it needs, then a virtualenv in .venv
 # installed from the committed constraints, then the Pulumi CLI (built with Go if there is none).
 # Safe to run again: it only does what is missing.
-#   bash scripts/setup.sh          runtime: MariaDB (the local cloud's databases) + .venv + the Pulumi CLI
+#   bash scripts/setup.sh          runtime: MariaDB (the local cloud's databases), PostgreSQL (team
+#                                  mode) + .venv + the Pulumi CLI
 #   bash scripts/setup.sh --dev    also the test tools and Chromium (browser tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,8 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # --- system packages (Debian/Ubuntu) ---------------------------------------------------------
 need=()
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+# Team mode on one machine (and its tests): a PostgreSQL the project starts, as the `postgres` user.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 if [ "$dev" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then

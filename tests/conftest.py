@@ -8,6 +8,8 @@ pytest_plugins = [
     "tests.fixtures.prefect_server",
     "tests.fixtures.mariadb",
     "tests.fixtures.localcloud",
+    "tests.fixtures.postgres",
+    "tests.fixtures.s3backend",
 ]
 
 
