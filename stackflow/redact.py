@@ -41,19 +41,3 @@ class Redactor:
 
     def __len__(self) -> int:
         return len(self._secrets)
-
-
-def mask_url(url: str) -> str:
-    """A URL as it may be shown: a password in it replaced by the mask (user and host kept)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "(a URL that cannot be parsed)"
-    if not password:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))

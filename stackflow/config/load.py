@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from stackflow import PROJECT_ROOT
+from stackflow.backends import mask_url
 from stackflow.config.kinds import validate_environment_name
 from stackflow.config.model import Settings, SettingsSource
 from stackflow.config.sections import SECTIONS
@@ -29,7 +30,7 @@ from stackflow.config.sources import (
     stray_variables,
 )
 from stackflow.errors import SettingsError
-from stackflow.redact import MASK, mask_url
+from stackflow.redact import MASK
 
 ARGUMENT = "argument"
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from stackflow import PROJECT_ROOT
+from stackflow.backends import mask_url
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
 from stackflow.config.sections import (
     ApprovalSettings,
@@ -23,7 +24,6 @@ from stackflow.config.sections import (
     no_control_characters,
 )
 from stackflow.errors import ConfirmationRequired, DeletionProtected
-from stackflow.redact import mask_url
 from stackflow.state import StateLayout
 
 BACKEND_SCHEMES = ("file", "s3", "postgres", "postgresql", "azblob", "gs", "https")

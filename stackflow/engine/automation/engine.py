@@ -33,15 +33,17 @@ from stackflow.engine.base import (
     StackState,
     Stopwatch,
 )
+from stackflow.engine.checkpoints import CheckpointError
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
-from stackflow.engine.stackstate import DamagedCheckpoint, parse_checkpoint
+from stackflow.engine.stateblobs import StateBackendUnavailable
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
     PermanentStackError,
     StackError,
     StackflowError,
+    TransientStackError,
 )
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
@@ -276,28 +278,55 @@ class AutomationEngine:
         return self._call(spec, self.ws.redactor, read)
 
     def state(self, spec: StackSpec) -> StackState | None:
-        """The stack's latest checkpoint, read straight from the backend: no `pulumi` process.
+        """The stack's latest checkpoint, read straight from the backend: one read of its
+        checkpoint and one listing of its locks, no `pulumi` process.
 
         Raises:
-            PermanentStackError: the checkpoint is damaged (names the stack and the file).
+            PermanentStackError: the checkpoint is damaged (names the stack and where).
+            TransientStackError: the backend did not answer.
         """
-        folder = self.ws.backend_folder
-        if folder is None:
-            return None  # read through the team backend's reader (see stackflow.records)
-        project, name = spec.pulumi_project, self.ws.stack_name(spec).rsplit("/", 1)[-1]
-        stacks = folder / ".pulumi" / "stacks" / project
-        locks = folder / ".pulumi" / "locks" / "organization" / project / name
-        locked = locks.is_dir() and any(locks.glob("*.json"))
-        for path in (stacks / f"{name}.json", stacks / f"{name}.json.gz"):
-            try:
-                raw = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            try:
-                return parse_checkpoint(raw, locked=locked)
-            except DamagedCheckpoint as exc:
-                raise PermanentStackError(spec.label, f"{path}: {exc}") from None
-        return None
+        if self.ws.pulumi_cloud:
+            return self._exported_state(spec)
+        name = self.ws.stack_name(spec).rsplit("/", 1)[-1]
+        try:
+            reader = self.ws.checkpoints()
+            checkpoint = reader.checkpoint(spec.pulumi_project, name)
+            if checkpoint is None or checkpoint.manifest_time is None:
+                return None
+            locked = bool(reader.locks(spec.pulumi_project, name))
+        except CheckpointError as exc:
+            raise PermanentStackError(spec.label, self.ws.redactor(str(exc))) from None
+        except StateBackendUnavailable as exc:
+            raise TransientStackError(spec.label, self.ws.redactor(str(exc))) from None
+        return StackState(
+            updated=checkpoint.manifest_time,
+            outputs=checkpoint.outputs,
+            resources=checkpoint.resource_count,
+            pending=len(checkpoint.pending_operations),
+            locked=locked,
+        )
+
+    def _exported_state(self, spec: StackSpec) -> StackState | None:
+        """Pulumi Cloud keeps state behind its API: there the CLI reads it (one process)."""
+
+        def export() -> StackState | None:
+            stack = self.ws.stack(spec, create=False)
+            if stack is None:
+                return None
+            deployment = stack.export_stack().deployment or {}
+            resources = deployment.get("resources") or []
+            root: dict[str, Any] = next(
+                (r for r in resources if r.get("type") == "pulumi:pulumi:Stack"), {}
+            )
+            return StackState(
+                updated=str((deployment.get("manifest") or {}).get("time", "")),
+                outputs=root.get("outputs") or {},
+                resources=len(resources),
+                pending=len(deployment.get("pending_operations") or []),
+                locked=False,  # Pulumi Cloud refuses a second update itself
+            )
+
+        return self._call(spec, self.ws.redactor, export)
 
     def exists(self, spec: StackSpec) -> bool:
         """Whether the stack exists in the backend and holds resources.

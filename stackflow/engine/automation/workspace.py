@@ -17,6 +17,7 @@ from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
+from stackflow.engine.checkpoints import CheckpointReader
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
@@ -38,6 +39,7 @@ class Workspaces:
         self._command: PulumiCLI | None = None
         self._plugins_ready = False
         self._stacks: dict[str, auto.Stack] = {}
+        self._reader: CheckpointReader | None = None
         self._stack_locks: dict[str, threading.Lock] = {}
         self._known_secrets: set[str] = set(settings.secret_values())
         self.redactor = Redactor(self._known_secrets)
@@ -135,6 +137,17 @@ class Workspaces:
         elif s.aws.profile:
             env["AWS_PROFILE"] = s.aws.profile
         return env
+
+    def checkpoints(self) -> CheckpointReader:
+        """The reader of this backend's checkpoints (one connection per engine).
+
+        Raises:
+            BackendURLError: a backend it cannot read (Pulumi Cloud: the CLI answers there).
+        """
+        with self._guard:
+            if self._reader is None:
+                self._reader = CheckpointReader(self.backend_url)
+            return self._reader
 
     # -- the CLI and the stacks --
 
