@@ -1,10 +1,12 @@
 """Register and serve stackflow's deployments in one process: `python deployments/serve.py`.
 
-Per environment: deploy, preview and destroy (run on demand from the UI or `prefect deployment
-run`) and drift on a cron (nightly by default); preview also runs, through a Prefect automation,
-when a `stackflow.drift.detected` event names its environment; plus one hourly cleanup of expired
-ephemeral environments. Runs execute in this process's machine with its STACKFLOW_* settings; for work pools
-use deployments/prefect.yaml instead.
+Per environment the project declares (environments/<name>.toml): deploy, preview and destroy (on
+demand from the UI or `prefect deployment run`) and drift on a cron (nightly by default), each
+acting on that environment only; preview also runs, through a Prefect automation, when a
+`stackflow.drift.detected` event names its environment. For the ephemeral kind (pr-<n>, ...):
+deploy, preview and destroy that accept names of that kind only, and the hourly cleanup of
+expired ones. Runs execute in this process; for work pools and workers, deployments/prefect.yaml
+declares the same set (`--write-prefect-yaml` regenerates it from this module).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
     from prefect.events import DeploymentEventTrigger
 
+ROOT = Path(__file__).resolve().parents[1]
+PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
 DEFAULT_DRIFT_CRON = "0 3 * * *"
 DEFAULT_CLEANUP_CRON = "0 * * * *"
 TIMEZONE = "UTC"
@@ -26,14 +31,20 @@ DRIFT_EVENT = "stackflow.drift.detected"
 # One drift run emits one event per drifted stack; the automation fires on the first and then
 # stays quiet for this long, so one drift run starts one preview.
 TRIGGER_WITHIN_S = 600
+EPHEMERAL = "ephemeral"
+POOL = "stackflow"
+ENTRYPOINTS = {
+    "deploy": "flows/pipeline.py:deploy",
+    "preview": "flows/pipeline.py:preview",
+    "destroy": "flows/pipeline.py:destroy",
+    "drift": "flows/pipeline.py:drift",
+    "cleanup-expired": "flows/cleanup.py:cleanup_expired",
+}
 
 
 @dataclass(frozen=True)
 class DeploymentSpec:
-    """One served deployment as data: `<flow>/<name>`, its fixed parameters and its cron (or none).
-
-    deployments/prefect.yaml declares the same set for work pools; a test keeps the two in step.
-    """
+    """One deployment as data: `<flow>/<name>`, its fixed parameters, its scope and cron."""
 
     flow: str
     name: str
@@ -47,27 +58,56 @@ class DeploymentSpec:
     def full_name(self) -> str:
         return f"{self.flow}/{self.name}"
 
+    @property
+    def frozen(self) -> bool:
+        """Its environment parameter is fixed (the UI refuses a run that changes it)."""
+        return "environment" in self.parameters
+
 
 def deployment_specs(
-    environments: list[str],
+    environments: list[str] | None = None,
     drift_cron: str = DEFAULT_DRIFT_CRON,
     cleanup_cron: str = DEFAULT_CLEANUP_CRON,
+    ephemeral: bool = True,
+    project_dir: Path | None = None,
 ) -> list[DeploymentSpec]:
-    """The deployments to serve, as data (no Prefect objects): names are `<flow>/<environment>`.
+    """The deployments, as data (no Prefect objects): `<flow>/<environment>` for each of
+    `environments` (default: every one the project declares), `<flow>/ephemeral` for the
+    ephemeral kind, and `cleanup-expired/hourly`.
 
     Raises:
-        ValueError: an invalid environment name or cron string (the message names it).
+        ValueError: a cron string or environment name that is not accepted, or an environment
+            the project does not declare (the message names the file to add).
     """
     from prefect._internal.schemas.validators import validate_cron_string
 
-    from stackflow.settings import validate_environment_name
+    from flows.scope import KIND_TAG, SCOPE_TAG
+    from stackflow.settings import (
+        UnknownEnvironment,
+        declared_environments,
+        is_ephemeral_name,
+        validate_environment_name,
+    )
 
+    root = project_dir or ROOT
     for cron in (drift_cron, cleanup_cron):
         validate_cron_string(cron)
+    chosen = environments if environments is not None else declared_environments(root)
+    declared = set(declared_environments(root))
     specs = []
-    for env in dict.fromkeys(environments):  # keep order, drop repeats
+    for env in dict.fromkeys(chosen):  # keep order, drop repeats
         validate_environment_name(env)
-        tags = ("stackflow", f"env:{env}")
+        if env not in declared:
+            raise UnknownEnvironment(
+                f"environment {env!r} is not declared: add environments/{env}.toml to the "
+                f"project ({root}) first"
+                + (
+                    "; ephemeral names are served by the ephemeral deployments"
+                    if is_ephemeral_name(env)
+                    else ""
+                )
+            )
+        tags = ("stackflow", f"{SCOPE_TAG}{env}")
         params = {"environment": env}
         for what in ("deploy", "preview", "destroy"):
             specs.append(
@@ -76,7 +116,7 @@ def deployment_specs(
                     env,
                     params,
                     None,
-                    f"{what} the {env} environment (on demand"
+                    f"{what} the {env} environment, and only it (on demand"
                     + (f"; and on {DRIFT_EVENT})" if what == "preview" else ")"),
                     tags,
                     DRIFT_EVENT if what == "preview" else None,
@@ -93,32 +133,48 @@ def deployment_specs(
                 tags,
             )
         )
+    kind_tags = ("stackflow", f"{KIND_TAG}{EPHEMERAL}")
+    if ephemeral:
+        for what in ("deploy", "preview", "destroy"):
+            specs.append(
+                DeploymentSpec(
+                    what,
+                    EPHEMERAL,
+                    {},
+                    None,
+                    f"{what} an ephemeral environment (pr-<n>, eph-<name>, preview-<name>; "
+                    "never dev, staging or prod): give its name as `environment`",
+                    kind_tags,
+                )
+            )
     specs.append(
         DeploymentSpec(
             "cleanup-expired",
             "hourly",
             {},
             cleanup_cron,
-            "destroy ephemeral environments (pr-123, ...) whose TTL has passed",
+            "destroy ephemeral environments (pr-123, ...) whose TTL has passed since their "
+            "first deploy began",
+            kind_tags,
         )
     )
     return specs
 
 
 def build_deployments(
-    environments: list[str],
+    environments: list[str] | None = None,
     drift_cron: str = DEFAULT_DRIFT_CRON,
     cleanup_cron: str = DEFAULT_CLEANUP_CRON,
 ) -> list[RunnerDeployment]:
-    """The RunnerDeployments to serve; names are `<flow>/<environment>`.
-
-    Entrypoints are module paths (`flows.pipeline.deploy`), so serving works from any folder.
+    """The RunnerDeployments to serve; the environment parameter of an environment's own
+    deployments is frozen, so the UI refuses a run that asks for another.
 
     Raises:
-        ValueError: an invalid environment name or cron string.
+        ValueError: an invalid or undeclared environment name, or an invalid cron string.
     """
     from prefect.schedules import Cron
     from prefect.types.entrypoint import EntrypointType
+    from prefect.utilities.annotations import freeze
 
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy, destroy, drift, preview
@@ -130,7 +186,7 @@ def build_deployments(
             "RunnerDeployment",
             flows[spec.flow].to_deployment(
                 name=spec.name,
-                parameters=dict(spec.parameters),
+                parameters={k: freeze(v) for k, v in spec.parameters.items()},
                 tags=list(spec.tags),
                 description=spec.description,
                 schedules=[Cron(spec.cron, timezone=TIMEZONE)] if spec.cron else None,
@@ -167,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-e",
         action="append",
         dest="environments",
-        help="environment to serve (repeatable; default: dev)",
+        help="environment to serve (repeatable; default: every environment the project declares)",
     )
     parser.add_argument(
         "--drift-cron",
@@ -180,17 +236,26 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"cron for cleanup, {TIMEZONE} (default '{DEFAULT_CLEANUP_CRON}': hourly)",
     )
     parser.add_argument("--limit", type=int, default=4, help="flow runs at once (default 4)")
+    parser.add_argument(
+        "--write-prefect-yaml",
+        action="store_true",
+        help="regenerate deployments/prefect.yaml (work pools) from the same data, then exit",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.write_prefect_yaml:
+        from deployments.prefect_yaml import prefect_yaml
+
+        PREFECT_YAML.write_text(prefect_yaml(deployment_specs(None)))
+        print(f"wrote {PREFECT_YAML}")
+        return 0
     from prefect import serve
 
     try:
-        deployments = build_deployments(
-            args.environments or ["dev"], args.drift_cron, args.cleanup_cron
-        )
+        deployments = build_deployments(args.environments, args.drift_cron, args.cleanup_cron)
     except ValueError as exc:  # a bad environment name or cron: say which, serve nothing
         print(f"error: {exc}", file=sys.stderr)
         return 2

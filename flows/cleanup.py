@@ -11,9 +11,15 @@ from prefect.logging import get_run_logger
 from flows.pipeline import PipelineRequest, run_pipeline
 from pipeline.graph import GRAPH
 from stackflow.engine import Operation, get_engine
-from stackflow.environments import forget, list_environments
+from stackflow.environments import forget, list_environments, records_of
+from stackflow.errors import StackflowError
 from stackflow.graph import bare_spec
 from stackflow.settings import get_settings
+from tasks.limits import prune_limits
+
+
+class CleanupFailed(StackflowError):
+    """Some expired environments could not be destroyed (each named, with why)."""
 
 
 @flow(name="cleanup-expired", log_prints=False, persist_result=False)
@@ -25,27 +31,38 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
     """
     logger = get_run_logger()
     settings = get_settings(strict=False)
-    expired = [r for r in list_environments(settings.state_dir) if r.expired()]
+    records = records_of(settings)
+    expired = [r for r in list_environments(records) if r.expired()]
     if not expired:
         logger.info("no ephemeral environment has passed its TTL")
     destroyed: list[str] = []
+    failed: dict[str, str] = {}
     for record in expired:
         logger.info(
-            "%s expired (ephemeral, TTL %.1f h)%s",
+            "%s expired (ephemeral, TTL %.1f h from its first deploy)%s",
             record.name,
             record.ttl_hours or 0,
             ": dry run, left alone" if dry_run else ": destroying",
         )
         if dry_run:
             continue
-        env_settings = get_settings(record.name, strict=False)
-        run_pipeline(
-            PipelineRequest(environment=record.name, operation=Operation.DESTROY), env_settings
-        )
-        engine = get_engine(env_settings)
-        for stack in GRAPH.stacks:
-            engine.remove(bare_spec(env_settings, stack))
-        forget(settings.state_dir, record.name)
+        try:
+            env_settings = get_settings(record.name, record.cloud, strict=False)
+            run_pipeline(
+                PipelineRequest(
+                    environment=record.name, cloud=record.cloud, operation=Operation.DESTROY
+                ),
+                env_settings,
+            )
+            engine = get_engine(env_settings)
+            for stack in GRAPH.stacks:
+                engine.remove(bare_spec(env_settings, stack))
+        except StackflowError as exc:  # one environment's failure does not stop the others
+            logger.error("%s: not destroyed: %s", record.name, exc)
+            failed[record.name] = str(exc)
+            continue
+        forget(records, record.name)
+        prune_limits(record.name, GRAPH.stacks)
         destroyed.append(record.name)
         emit_event(
             event="stackflow.environment.expired",
@@ -55,5 +72,10 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
                 "stackflow.environment": record.name,
             },
             payload={"ttl_hours": record.ttl_hours, "created": record.created},
+        )
+    if failed:
+        raise CleanupFailed(
+            f"{len(failed)} expired environment(s) could not be destroyed: "
+            + "; ".join(f"{name}: {why}" for name, why in failed.items())
         )
     return {"expired": [r.name for r in expired], "destroyed": destroyed, "dry_run": dry_run}

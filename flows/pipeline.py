@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from flows.approval import end_state
 from flows.gate import gated_up, planners, previewed_migrations
+from flows.scope import check_scope
 from flows.summary import (
     ApprovalExpired,
     ApprovalRejected,
@@ -32,10 +33,21 @@ from flows.summary import (
 )
 from flows.walk import announce_phase, build_context, retry_delays, steps_of, walk_graph
 from pipeline.graph import GRAPH
+from stackflow.backends import mask_url
 from stackflow.engine import Operation
-from stackflow.environments import check_cloud, forget, record_deploy
+from stackflow.environments import (
+    check_cloud,
+    forget,
+    read,
+    record_attempt,
+    record_outcome,
+    records_of,
+)
 from stackflow.errors import SettingsError
+from stackflow.graph import bare_spec
+from stackflow.records import Records
 from stackflow.settings import Settings, get_settings, validate_environment_name
+from tasks.stacks import RunContext
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",
@@ -113,13 +125,17 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         ApprovalRejected, ApprovalExpired: the plan was rejected, or not decided in time.
         RunInterrupted: the run was interrupted (Ctrl-C at the command line running it).
     """
+    check_scope(request.environment)  # a deployment acts on its own environment only
     settings = settings or run_settings(request)
     op = request.operation
     if op is Operation.DESTROY:
         settings.confirm_destroy(request.confirm)
-    check_cloud(settings)
+    records = records_of(settings)
+    check_cloud(settings, records)
     ctx = build_context(settings)
     selected = ctx.graph.select(request.stacks)
+    if op in (Operation.DRIFT, Operation.DESTROY, Operation.REFRESH):
+        ensure_known(ctx, records)
     if op is Operation.DESTROY:
         for name in selected:
             guard = ctx.graph[name].destroy_guard
@@ -135,6 +151,10 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         settings=settings.source.as_dict(),
     )
     started = time.monotonic()
+    if op is Operation.UP:
+        # before anything is created: an environment whose first deploy fails half-way is
+        # still known (and an ephemeral one cleaned up once its TTL has passed)
+        record_attempt(records, settings)
     with ctx.progress.cancellable(ctx.cancel):
         if op is Operation.UP and settings.approval_required:
             ended = gated_up(ctx, nodes, summary, request.force)
@@ -151,22 +171,45 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     if ended.interrupted and not summary.failed:
         summary.stopped = "interrupted: running operations were cancelled; nothing new started"
     publish(summary)
+    if op is Operation.UP:
+        record_outcome(records, settings, succeeded=not (summary.failed or summary.stopped))
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
     if summary.failed:
         raise PipelineFailed(summary.failed, summary.as_dict())
-    if op is Operation.UP:
-        # a targeted first deploy creates resources too: without a record, an ephemeral
-        # environment deployed stack by stack would never be cleaned up
-        record_deploy(settings)
     if op is Operation.DESTROY and not request.stacks:
-        forget(settings.state_dir, settings.environment)  # gone: it may be deployed anywhere next
+        forget(records, settings.environment)  # gone: it may be deployed anywhere next
     drifted = [o.node for o in summary.outcomes if o.status == "drift"]
     if drifted:
         raise DriftDetected(
             f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()
         )
     return summary
+
+
+class EnvironmentNotFound(SettingsError):
+    """An operation on an environment that was never deployed (no record, no state)."""
+
+
+def ensure_known(ctx: RunContext, records: Records) -> None:
+    """Refuse drift, refresh or destroy of an environment that never existed: no record of it and
+    no stack of it in the backend (a typo must not read as "no drift").
+
+    Raises:
+        EnvironmentNotFound: naming the environment and where it looked.
+    """
+    settings = ctx.settings
+    if read(records, settings.environment) is not None:
+        return
+    for stack in ctx.graph.stacks:
+        if ctx.engine.state(bare_spec(settings, stack)) is not None:
+            return
+    raise EnvironmentNotFound(
+        f"environment {settings.environment!r} was never deployed on the "
+        f"{settings.target_label}: no record of it in {records.where} and no stack of it in the "
+        f"backend {mask_url(settings.resolved_backend_url)}. Check the name; `up` deploys it. "
+        "Nothing was changed."
+    )
 
 
 def run_settings(request: PipelineRequest) -> Settings:

@@ -187,3 +187,21 @@ def socket_url(scheme: str, user: str, database: str, socket_dir: Path, port: in
     if port != 5432:
         query["port"] = str(port)
     return f"{scheme}://{quote(user)}@/{quote(database)}?{urlencode(query, safe='/')}"
+
+
+def records_beside(backend_url: str, database: str = "stackflow") -> str:
+    """Where stackflow's records live beside a backend: a `.stackflow` folder (or S3 prefix)
+    next to the Pulumi state, or the `database` database on the same PostgreSQL server.
+
+    Raises:
+        BackendURLError: a backend stackflow cannot keep records beside (Pulumi Cloud).
+    """
+    kind = backend_kind(backend_url)
+    parts = urlsplit(backend_url)
+    if kind == "file":
+        return str(file_folder(backend_url) / ".stackflow")
+    if kind == "s3":
+        path = parts.path.rstrip("/") + "/.stackflow"
+        return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "table"], safe="/")
+    return urlunsplit(("postgresql", parts.netloc, f"/{database}", query, ""))

@@ -1,88 +1,159 @@
-"""A record per deployed environment (kind, when first deployed, TTL), for the cleanup of ephemeral ones."""
+"""A record per environment, kept with stackflow's records beside the Pulumi state: its kind, the
+cloud it lives on, when its first deploy began (an ephemeral environment's TTL counts from
+there, so one whose first deploy failed half-way is still cleaned up), its last successful
+deploy, and the stackflow version that wrote it.
+
+Every worker reads the same records (see `stackflow.records`); writes are compare-and-set, so
+two runs recording one environment at once never lose each other's update.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
+from stackflow import __version__
 from stackflow.errors import SettingsError
+from stackflow.records import ABSENT, RecordConflict, Records, open_records
 from stackflow.settings import EnvironmentKind, Settings
+
+PREFIX = "environments/"
+_CAS_TRIES = 20
 
 
 @dataclass(frozen=True)
 class EnvironmentRecord:
     name: str
     kind: str
-    created: float
-    ttl_hours: float | None
-    cloud: str | None = None  # "local" or "aws"; None in records written before there were clouds
+    cloud: str
+    created: float  # when its first deploy began (before any resource was created)
+    ttl_hours: float | None = None  # ephemeral environments only
+    deployed: float | None = None  # its last successful `up`
+    status: str = "deploying"  # deploying, deployed, failed, destroyed
+    stackflow: str = __version__  # the version that last wrote the record
+    extra: dict[str, Any] = field(default_factory=dict)  # what later features record
 
     def expired(self, now: float | None = None) -> bool:
         if self.kind != EnvironmentKind.EPHEMERAL.value or self.ttl_hours is None:
             return False
         return (now or time.time()) >= self.created + self.ttl_hours * 3600
 
+    @classmethod
+    def from_value(cls, value: dict[str, Any]) -> EnvironmentRecord:
+        known = {k: value[k] for k in cls.__dataclass_fields__ if k in value}
+        known.setdefault("cloud", "local")
+        return cls(**known)
 
-def _dir(state_dir: Path) -> Path:
-    return state_dir / "environments"
+
+def records_of(settings: Settings) -> Records:
+    """The store of stackflow's records for these settings (see `Settings.resolved_records_url`)."""
+    return open_records(settings.resolved_records_url)
 
 
-def record_deploy(settings: Settings) -> EnvironmentRecord:
-    """Remember an environment at its first successful deploy (later deploys keep the first time)."""
-    path = _dir(settings.state_dir) / f"{settings.environment}.json"
-    if path.exists():
-        return EnvironmentRecord(**json.loads(path.read_text()))
+def _key(name: str) -> str:
+    return PREFIX + name
+
+
+def read(records: Records, name: str) -> EnvironmentRecord | None:
+    found = records.get(_key(name))
+    return None if found is None else EnvironmentRecord.from_value(found.value)
+
+
+def _update(records: Records, name: str, change: Any, create: EnvironmentRecord | None) -> None:
+    """Apply `change(record) -> record` with compare-and-set, creating `create` if absent."""
+    for _ in range(_CAS_TRIES):
+        found = records.get(_key(name))
+        if found is None:
+            if create is None:
+                return
+            try:
+                records.put(_key(name), asdict(change(create)), expect_version=ABSENT)
+                return
+            except RecordConflict:
+                continue  # another run created it meanwhile: update theirs
+        current = EnvironmentRecord.from_value(found.value)
+        try:
+            records.put(_key(name), asdict(change(current)), expect_version=found.version)
+            return
+        except RecordConflict:
+            continue
+    raise RecordConflict(_key(name), None, None)
+
+
+def _new(settings: Settings) -> EnvironmentRecord:
     ephemeral = settings.environment_kind is EnvironmentKind.EPHEMERAL
-    record = EnvironmentRecord(
+    return EnvironmentRecord(
         settings.environment,
         settings.environment_kind.value,
+        settings.cloud,
         time.time(),
         settings.ttl_hours if ephemeral else None,
-        settings.cloud,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(record)))
-    tmp.replace(path)
-    return record
+
+
+def record_attempt(records: Records, settings: Settings) -> None:
+    """Before an `up` creates anything: remember the environment (its creation time is kept)."""
+    _update(
+        records,
+        settings.environment,
+        lambda r: r if r.status == "deployed" else replace(r, status="deploying"),
+        _new(settings),
+    )
+
+
+def record_outcome(records: Records, settings: Settings, succeeded: bool) -> None:
+    """After an `up`: deployed (with its time) or failed."""
+    now = time.time()
+    _update(
+        records,
+        settings.environment,
+        lambda r: replace(
+            r,
+            status="deployed" if succeeded else "failed",
+            deployed=now if succeeded else r.deployed,
+            stackflow=__version__,
+        ),
+        _new(settings),
+    )
+
+
+def forget(records: Records, name: str) -> None:
+    """The environment is gone: it may be deployed anywhere (any cloud) next."""
+    found = records.get(_key(name))
+    if found is not None:
+        records.delete(_key(name), expect_version=None)
+
+
+def list_environments(records: Records) -> list[EnvironmentRecord]:
+    return [
+        EnvironmentRecord.from_value(found.value)
+        for key in records.list(PREFIX)
+        if (found := records.get(key)) is not None
+    ]
 
 
 _CLOUD_WORDS = {"local": "the local cloud (moto on loopback)", "aws": "AWS"}
-
-
-def check_cloud(settings: Settings) -> None:
-    """Refuse to act on an environment deployed on another cloud than the one settings target.
-
-    Raises:
-        CloudMismatch: naming the environment, both clouds and what to do; nothing is changed.
-    """
-    path = _dir(settings.state_dir) / f"{settings.environment}.json"
-    if not path.exists():
-        return
-    deployed_on = json.loads(path.read_text()).get("cloud")
-    if deployed_on and deployed_on != settings.cloud:
-        raise CloudMismatch(
-            f"environment {settings.environment!r} is deployed on "
-            f"{_CLOUD_WORDS.get(deployed_on, deployed_on)}, and this run targets "
-            f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} (STACKFLOW_CLOUD={settings.cloud}). "
-            f"Run it with STACKFLOW_CLOUD={deployed_on} (destroy it there first to move it), or "
-            "use another environment name. Nothing was changed."
-        )
 
 
 class CloudMismatch(SettingsError):
     """An environment deployed on one cloud was asked for on the other."""
 
 
-def list_environments(state_dir: Path) -> list[EnvironmentRecord]:
-    folder = _dir(state_dir)
-    if not folder.exists():
-        return []
-    return [EnvironmentRecord(**json.loads(p.read_text())) for p in sorted(folder.glob("*.json"))]
+def check_cloud(settings: Settings, records: Records | None = None) -> None:
+    """Refuse to act on an environment deployed on another cloud than the one settings target.
 
-
-def forget(state_dir: Path, name: str) -> None:
-    (_dir(state_dir) / f"{name}.json").unlink(missing_ok=True)
+    Raises:
+        CloudMismatch: naming the environment, both clouds and what to do; nothing is changed.
+    """
+    store = records or records_of(settings)
+    record = read(store, settings.environment)
+    if record is None or record.cloud == settings.cloud:
+        return
+    raise CloudMismatch(
+        f"environment {settings.environment!r} is deployed on "
+        f"{_CLOUD_WORDS.get(record.cloud, record.cloud)}, and this run targets "
+        f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} (cloud = {settings.cloud!r}). "
+        f"Run it with --cloud {record.cloud} (destroy it there first to move it), or "
+        "use another environment name. Nothing was changed."
+    )

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
-from prefect.exceptions import ObjectAlreadyExists
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -198,3 +198,15 @@ def stack_slot(
             yield
         finally:
             holder.unlink(missing_ok=True)
+
+
+def prune_limits(environment: str, stacks: list[str]) -> int:
+    """Delete the concurrency limits of an environment that is gone (cleanup of ephemeral
+    environments: otherwise every pr-<n> leaves three limits behind forever); how many."""
+    removed = 0
+    with get_client(sync_client=True) as client:
+        for stack in stacks:
+            with contextlib.suppress(ObjectNotFound):
+                client.delete_global_concurrency_limit_by_name(limit_name(environment, stack))
+                removed += 1
+    return removed

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from stackflow import PROJECT_ROOT
-from stackflow.backends import mask_url
+from stackflow.backends import mask_url, records_beside
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
 from stackflow.config.sections import (
     ApprovalSettings,
@@ -87,6 +87,12 @@ class Settings(BaseModel):
         None,
         description="Pulumi backend: file://..., s3://bucket/prefix?..., postgres://..., or "
         "https://api.pulumi.com. Default: a file backend in the state folder.",
+    )
+    records_url: str | None = Field(
+        None,
+        description="Where stackflow's records live (environments, drift, commits). Default: "
+        "beside the backend (a .stackflow folder or prefix, or the stackflow database on its "
+        "PostgreSQL); with the default file backends, records/ in the state folder.",
     )
     state_passphrase: SecretStr | None = Field(
         None,
@@ -261,6 +267,17 @@ class Settings(BaseModel):
         if self.backend_url:
             return self.backend_url
         return f"file://{self.state.file_backend(self.cloud)}"
+
+    @property
+    def resolved_records_url(self) -> str:
+        """Where stackflow's records live: explicit, else beside the team's backend; one store in
+        the state folder for the default file backends (both clouds', so an environment deployed
+        on one cloud is refused on the other)."""
+        if self.records_url:
+            return self.records_url
+        if self.backend_url and not self.backend_url.startswith("https://"):
+            return records_beside(self.backend_url)
+        return str(self.state.records)
 
     @property
     def localcloud_root(self) -> Path:

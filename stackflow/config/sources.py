@@ -49,6 +49,7 @@ HOMES: dict[Key, frozenset[str]] = {
     ("project",): _P,
     ("pulumi_org",): _P,
     ("backend_url",): _PM,
+    ("records_url",): _PM,
     ("secrets_provider",): _PM,
     ("stack_retries",): _PM,
     ("retry_delay_s",): _PM,
@@ -82,7 +83,7 @@ for _section in ("network", "database", "app"):
         HOMES[(_section, _name)] = _E
 
 SECRET_KEYS: frozenset[Key] = frozenset({("state_passphrase",), ("pulumi_access_token",)})
-URL_KEYS: frozenset[Key] = frozenset({("backend_url",)})
+URL_KEYS: frozenset[Key] = frozenset({("backend_url",), ("records_url",)})
 
 
 def variable(key: Key) -> str:
