@@ -19,16 +19,21 @@ from flows.summary import ApprovalExpired, ApprovalRejected, PipelineSummary, pu
 from flows.walk import Walk, announce_phase, describe, stored_outcome, walk_graph
 from programs.database import DatabaseOutputs
 from stackflow.engine import Operation
-from stackflow.errors import (
+from stackflow.errors import MissingOutputError
+from stackflow.graph import GRAPH, NodeKind
+from stackflow.migrations.errors import (
     DatabaseUnreachable,
     MigrationError,
-    MissingOutputError,
     TransientDatabaseError,
 )
-from stackflow.graph import GRAPH, NodeKind
-from stackflow.migrations import MigrationPlanReport, offline_plan, pending_plan, pin_changes
+from stackflow.migrations.plan import (
+    MigrationPlanReport,
+    offline_plan,
+    pending_plan,
+    pin_changes,
+)
+from stackflow.migrations.target import MysqlTarget
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
-from stackflow.settings import MysqlTarget
 from tasks.stacks import RunContext, StackOutcome
 
 MAX_APPROVAL_ROUNDS = 5  # a plan that keeps changing while people approve it needs a person to look
@@ -174,7 +179,7 @@ def migration_plan(ctx: RunContext, database: StackOutcome | None) -> MigrationP
     if database.placeholder or not isinstance(db, DatabaseOutputs):
         return offline_plan(settings.migrations, protected, settings.database.username)
     ctx.redactor.add(db.password.get_secret_value())
-    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    target = MysqlTarget.from_outputs(db)
     try:
         return pending_plan(target, settings.migrations, protected)
     except DatabaseUnreachable as exc:

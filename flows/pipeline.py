@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Annotated, Any
 
 from prefect import Flow, flow
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from flows.approval import end_state
 from flows.gate import gated_up, previewed_migrations
@@ -36,7 +36,8 @@ from stackflow.engine import Operation, get_engine
 from stackflow.environments import check_cloud, forget, record_deploy
 from stackflow.errors import SettingsError
 from stackflow.graph import GRAPH, bare_spec, parse_outputs
-from stackflow.settings import MysqlTarget, Settings, get_settings, validate_environment_name
+from stackflow.migrations.target import MysqlTarget
+from stackflow.settings import Settings, get_settings, validate_environment_name
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",
@@ -258,6 +259,4 @@ def database_target(settings: Settings) -> MysqlTarget:
     outputs = engine.outputs(bare_spec(settings, "database"))
     db = parse_outputs(GRAPH["database"], outputs)
     assert isinstance(db, DatabaseOutputs)
-    return MysqlTarget(
-        db.host, db.port, db.user, SecretStr(db.password.get_secret_value()), db.database
-    )
+    return MysqlTarget.from_outputs(db)

@@ -23,12 +23,13 @@ from stackflow.engine import Operation, get_engine
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
 from stackflow.fingerprint import FingerprintStore
 from stackflow.graph import GRAPH, NodeKind, bare_spec, parse_outputs
-from stackflow.migrations import MigrationPlanChanged
+from stackflow.migrations.errors import MigrationPlanChanged
+from stackflow.migrations.target import MysqlTarget
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
-from stackflow.settings import MysqlTarget, Settings
+from stackflow.settings import Settings
 from tasks.stacks import Gate, RunContext, StackOutcome, stack_operation
 
 
@@ -67,7 +68,7 @@ def migrate_step(
     file stops the run (MigrationPlanChanged), and these files' destructive findings count as
     approved.
     """
-    from tasks.migrate import run_migrations
+    from tasks.migrate import migration_retry_policy, run_migrations
 
     ctx.check_not_cancelled("migrate")
     started = time.monotonic()
@@ -79,11 +80,15 @@ def migrate_step(
             "migrate", "migrate", "skipped", note="database not deployed yet (preview)"
         )
     ctx.publish("migrate", NodeState.RUNNING)
-    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    target = MysqlTarget.from_outputs(db)
     ctx.redactor.add(db.password.get_secret_value())
+    settings = ctx.settings.migrations
+    policy = migration_retry_policy(settings)
+    # Protected comes from the environment's kind, the same answer the CLI's migrate gets.
+    protected = ctx.settings.profile.protected
     try:
-        report = run_migrations.with_options(retries=ctx.settings.migrations.retries)(
-            target, ctx.settings.migrations, environment, pinned=pinned
+        report = run_migrations.with_options(**policy.task_options())(
+            target, settings, environment, protected, pinned=pinned
         )
     except Exception as exc:
         ctx.publish("migrate", NodeState.FAILED, detail=ctx.redactor(str(exc)))

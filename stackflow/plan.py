@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stackflow.engine.base import ChangeCounts, ResourceChange
-from stackflow.migrations import MigrationPlanReport, one_line
+from stackflow.migrations.plan import MigrationPlanReport
+from stackflow.migrations.splitter import one_line
 
 _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all

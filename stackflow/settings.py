@@ -32,6 +32,10 @@ from pydantic_settings import SettingsError as SourceParseError
 from stackflow import PROJECT_ROOT
 from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError, echo
 
+# Re-exported while other branches still import them from here; they live with the runner now.
+from stackflow.migrations.target import MysqlTarget as MysqlTarget
+from stackflow.migrations.target import parse_mysql_url as parse_mysql_url
+
 ENV_PREFIX = "STACKFLOW_"
 
 # AWS resource names (ALB, target group) allow 32 characters; ours add up to 12 of their own.
@@ -333,55 +337,6 @@ class LocalCloudSettings(_Section):
     dir: Path | None = Field(
         None,
         description="Folder of the local cloud (its server record, journal, databases, Pulumi home). Default: localcloud/ in the state folder.",
-    )
-
-
-class MysqlTarget:
-    """Where a MySQL is: host, port, user, password (kept secret), database."""
-
-    def __init__(self, host: str, port: int, user: str, password: SecretStr, database: str) -> None:
-        self.host, self.port, self.user, self.password, self.database = (
-            host,
-            port,
-            user,
-            password,
-            database,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"MysqlTarget({self.user}@{self.host}:{self.port}/{self.database}, password=**********)"
-        )
-
-
-def parse_mysql_url(url: str) -> MysqlTarget:
-    """Parse mysql://user:password@host:port/database.
-
-    Raises:
-        ValueError: naming what is wrong, never echoing the password.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
-        raise ValueError(
-            "database URL must start with mysql:// (form: mysql://user:password@host:port/database)"
-        )
-    try:
-        port = parts.port or 3306
-    except ValueError as exc:
-        raise ValueError("database URL has a port that is not a number 1-65535") from exc
-    database = parts.path.lstrip("/")
-    if not parts.hostname or not parts.username or not database:
-        raise ValueError(
-            "database URL needs a user, a host and a database: mysql://user:password@host:port/database"
-        )
-    from urllib.parse import unquote
-
-    return MysqlTarget(
-        host=parts.hostname,
-        port=port,
-        user=unquote(parts.username),
-        password=SecretStr(unquote(parts.password or "")),
-        database=database,
     )
 
 

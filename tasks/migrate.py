@@ -18,23 +18,25 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import State, TaskRun
 from prefect.logging import get_run_logger
-from prefect.tasks import Task, exponential_backoff
+from prefect.tasks import Task
 
-from stackflow.errors import TransientDatabaseError
-from stackflow.migrations import (
-    AppliedMigration,
-    MigrateReport,
-    WaitAttempt,
-    describe_target,
-    load_migrations,
-    migrate,
-    wait_for_database,
-)
-from stackflow.settings import EnvironmentKind, MigrationSettings, MysqlTarget, kind_of
+from stackflow.migrations.apply import AppliedMigration, MigrateReport
+from stackflow.migrations.command import migrate
+from stackflow.migrations.connection import WaitAttempt
+from stackflow.migrations.errors import TransientDatabaseError
+from stackflow.migrations.target import MysqlTarget
+from stackflow.retry import RetryPolicy
+from stackflow.settings import MigrationSettings
 
-# Matches MigrationSettings.retries' default; callers pass the setting with
-# `run_migrations.with_options(retries=settings.retries)`.
-DEFAULT_RETRIES = 3
+# Seconds before the first retry; later ones double (2, 4, 8 ...), each with jitter.
+_FIRST_RETRY_DELAY_S = 2.0
+
+
+def migration_retry_policy(settings: MigrationSettings) -> RetryPolicy:
+    """How the migrate task is retried on transient database errors: `settings.retries` times,
+    2 s doubling, each drawn within ±50%; apply it with
+    `run_migrations.with_options(**policy.task_options())`."""
+    return RetryPolicy(settings.retries, _FIRST_RETRY_DELAY_S, factor=2.0, jitter=0.5)
 
 
 def retry_if_transient_database(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -92,9 +94,6 @@ def _cell(text: str) -> str:
 @task(
     name="run-migrations",
     task_run_name="migrations-{environment}",
-    retries=DEFAULT_RETRIES,
-    retry_delay_seconds=exponential_backoff(backoff_factor=2),
-    retry_jitter_factor=0.5,
     retry_condition_fn=retry_if_transient_database,
     cache_policy=NO_CACHE,
     persist_result=False,
@@ -102,26 +101,30 @@ def _cell(text: str) -> str:
 def run_migrations(
     target: MysqlTarget,
     settings: MigrationSettings,
-    environment: str = "dev",
+    environment: str,
+    protected: bool,
     pinned: Mapping[int, str] | None = None,
-    protected: bool | None = None,
 ) -> MigrateReport:
     """Wait for the database, apply pending migrations, and publish a `migrations-<env>` artifact.
+
+    Retries come from the caller: `run_migrations.with_options(**migration_retry_policy(settings)
+    .task_options())`; only transient database errors are retried.
 
     Args:
         target: the database (its password is a SecretStr and never logged).
         settings: migrations folder, timeouts, TLS, lock, out-of-order and missing-file policy.
         environment: the environment name, for the task run name and artifact key.
+        protected: the environment is protected (its kind's profile, `settings.profile.protected`):
+            unapproved findings refuse the run.
         pinned: version -> checksum of the pending files an approval showed (from
             `pending_plan(...).pinned`); other pending files are refused
-            (`MigrationPlanChanged`), and these files' destructive findings count as approved.
-        protected: refuse unapproved destructive changes; default: the environment is prod.
+            (`MigrationPlanChanged`), and these files' findings count as approved.
 
     Raises:
         TransientDatabaseError: retried by Prefect. Any MigrationError fails at once.
     """
     logger = get_run_logger()
-    where = describe_target(target)
+    where = target.address
 
     def on_attempt(attempt: WaitAttempt) -> None:
         if attempt.error is not None and attempt.next_delay_s is not None:
@@ -143,12 +146,13 @@ def run_migrations(
             applied.duration_s,
         )
 
-    load_migrations(settings.dir)  # a bad file fails before any waiting
-    wait_for_database(target, settings, on_attempt=on_attempt)
-    if protected is None:
-        protected = kind_of(environment) is EnvironmentKind.PROD
     report = migrate(
-        target, settings, on_applied=on_applied, environment_protected=protected, pinned=pinned
+        target,
+        settings,
+        protected=protected,
+        pinned=pinned,
+        on_attempt=on_attempt,
+        on_applied=on_applied,
     )
     if report.missing:
         logger.warning(

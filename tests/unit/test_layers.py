@@ -1,6 +1,7 @@
 """The import rules of the design, read from the source: imports point downward only
-(deployments -> flows -> tasks -> stackflow -> programs), programs never import Prefect, and only
-the engine (its module and its error classifier) imports `pulumi.automation`."""
+(deployments -> flows -> tasks -> stackflow -> programs), programs never import Prefect, only
+the engine (its module and its error classifier) imports `pulumi.automation`, and the local cloud
+never imports the migration runner."""
 
 from __future__ import annotations
 
@@ -66,3 +67,14 @@ def test_only_the_engine_and_its_error_classifier_import_the_automation_api() ->
         )
     )
     assert users == ["stackflow/engine/automation.py", "stackflow/engine/errors.py"]
+
+
+def test_the_local_cloud_never_imports_the_migration_runner() -> None:
+    offending = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources("stackflow/localcloud")
+        for name in imports_of(path)
+        if name == "stackflow.migrations" or name.startswith("stackflow.migrations.")
+    ]
+    assert sources("stackflow/localcloud"), "no sources found under stackflow/localcloud/"
+    assert not offending, offending

@@ -7,8 +7,8 @@ import pytest
 
 from flows.pipeline import retry_delays
 from stackflow.engine.base import ChangeCounts, PropertyChange, ResourceChange
-from stackflow.migration_lint import LintFinding
-from stackflow.migrations import MigrationPlanReport, PendingMigration
+from stackflow.migrations.lint import LintFinding
+from stackflow.migrations.plan import MigrationPlanReport, PendingMigration
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from stackflow.settings import get_settings
 
@@ -44,7 +44,7 @@ def test_a_re_preview_may_resolve_values_but_not_change_more() -> None:
 
 
 def migrations(*pending: PendingMigration) -> MigrationPlanReport:
-    return MigrationPlanReport("127.0.0.9:3306/app", list(pending), 3, [], None, True)
+    return MigrationPlanReport("127.0.0.9:3306/app", list(pending), 3, True)
 
 
 DROP = PendingMigration(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from stackflow.sqlsplit import Statement
+from stackflow.migrations.splitter import Statement
 
 FindingKind = Literal[
     "drop_table",
