@@ -177,7 +177,8 @@ def migration_plan(ctx: RunContext, database: StackOutcome | None) -> MigrationP
             database = StackOutcome("database", "read", "read", placeholder=True)
     db = database.typed
     if database.placeholder or not isinstance(db, DatabaseOutputs):
-        return offline_plan(settings.migrations, protected, settings.database.username)
+        planned = settings.database  # the user and schema name the database will have
+        return offline_plan(settings.migrations, protected, planned.username, planned.name)
     ctx.redactor.add(db.password.get_secret_value())
     target = MysqlTarget.from_outputs(db)
     try:

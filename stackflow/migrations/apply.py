@@ -5,8 +5,8 @@ A data statement (INSERT, UPDATE, DELETE, SET ...) commits in one transaction wi
 record, so after a crash the file resumes at the next statement. MySQL commits DDL implicitly, so
 a DDL statement is marked "in flight" before it runs; a crash between it and its record is the one
 ambiguous case, and the runner refuses, naming the file and statement, until someone checks and
-runs `repair`. Each file runs in a fresh session; a resumed one replays its SET statements
-first.
+runs `repair`. Each file runs in a fresh session; a resumed one replays its session statements
+(SET, USE) first.
 """
 
 from __future__ import annotations
@@ -62,13 +62,15 @@ _DATA = {"INSERT", "UPDATE", "DELETE", "REPLACE", "SELECT", "WITH", "VALUES", "D
 
 
 def statement_kind(st: Statement) -> StatementKind:
-    """How a statement commits: data (in a transaction), session (SET: replayed when a file
+    """How a statement commits: data (in a transaction), session (SET, USE: replayed when a file
     resumes), ddl (implicit commit), or the open/close of a LOCK TABLES or transaction region."""
     word = st.keyword
     if word == "SET":
         rest = st.sql.upper()
         global_like = re.match(r"(?:\s|/\*!\d*)*SET\s+(GLOBAL|PASSWORD|DEFAULT|ROLE)\b", rest)
         return "ddl" if global_like else "session"
+    if word == "USE":
+        return "session"
     if word in _DATA:
         return "data"
     if word in ("LOCK", "START"):
@@ -132,8 +134,8 @@ class MigrateReport:
 
 
 def _session_replay(statements: Sequence[Statement], before: int) -> list[Statement]:
-    # A resumed file runs in a new session: its earlier SET statements (sql_mode, FK checks,
-    # character set, user variables) are run again first, as they only touch the session.
+    # A resumed file runs in a new session: its earlier session statements (sql_mode, FK checks,
+    # character set, user variables, the current database) are run again first.
     return [s for s in statements[: before - 1] if statement_kind(s) == "session"]
 
 
@@ -289,7 +291,8 @@ def apply_pending(
 ) -> MigrateReport:
     """Apply every pending file of `migrations` in version order, under the schema's GET_LOCK.
 
-    Before anything runs, every pending file is checked for foreign DEFINERs, statements over
+    Before anything runs, every pending file is refused if it would destroy the runner's history
+    or holds a client command, then checked for foreign DEFINERs, statements over
     max_allowed_packet and (when protected) unapproved destructive changes. A concurrent runner
     waits for the lock, then re-plans and finds nothing to do.
 
@@ -305,7 +308,7 @@ def apply_pending(
 
     Raises:
         MigrationFailedBefore, MigrationChecksumError, MigrationOrderError, MigrationInterrupted,
-        MigrationMissingFiles, MigrationDestructiveChange,
+        MigrationMissingFiles, MigrationRefused, MigrationDestructiveChange,
         MigrationPlanChanged, MigrationDefinerError, MigrationStatementTooLarge,
         MigrationFileError, MigrationSQLError, MigrationLockTimeout, DatabaseAuthError,
         TransientDatabaseError.

@@ -41,6 +41,11 @@ class MigrationSQLError(MigrationError):
     """A statement in a migration file failed."""
 
 
+class MigrationRefused(MigrationError):
+    """A pending file would destroy the runner's own history (the target database or the history
+    table) or holds a mysql client command the server cannot run; nothing was changed."""
+
+
 class MigrationDestructiveChange(MigrationError):
     """A pending file can lose data in a protected environment, and neither carries the marker
     nor was approved."""

@@ -1,6 +1,6 @@
 """What a run would do: the pending plan (pure set arithmetic over the history rows and the files),
 the read-only report a preview, a dry run or an approval shows (each pending file's statements and
-lint findings, after the checks that can refuse it), and the pinned checksums that bind an
+lint findings, after every check that can refuse it), and the pinned checksums that bind an
 approval to what is then applied."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from stackflow.migrations.errors import (
     MigrationPlanChanged,
 )
 from stackflow.migrations.files import Migration, load_migrations
+from stackflow.migrations.guard import check_refusals, refusals
 from stackflow.migrations.history import HistoryRecord, read_history
 from stackflow.migrations.lint import MARKER, ColumnLookup, LintFinding, lint_statements
 from stackflow.migrations.splitter import Statement, one_line
@@ -221,7 +222,14 @@ def checked(
     todo: Plan,
     protected: bool,
 ) -> MigrationPlanReport:
-    """Split, DEFINER-check, size-check and lint every pending file; nothing is written."""
+    """Refuse what may never run, then split, DEFINER-check, size-check and lint every pending
+    file; nothing is written."""
+    found = [
+        r
+        for m in todo.pending
+        for r in refusals(m.filename, m.statements, target.database, todo.resume.get(m.version, 1))
+    ]
+    check_refusals(found)
     columns = live_columns(conn, target.database)
     limit = max_allowed_packet(conn)
     pending = []
@@ -250,7 +258,7 @@ def pending_plan(
 
     Raises:
         MigrationFileError, MigrationFailedBefore, MigrationInterrupted, MigrationMissingFiles,
-        MigrationChecksumError, MigrationOrderError, MigrationDefinerError,
+        MigrationChecksumError, MigrationOrderError, MigrationRefused, MigrationDefinerError,
         MigrationStatementTooLarge, DatabaseAuthError, TransientDatabaseError.
     """
     migrations = load_migrations(folder or settings.dir)
@@ -266,6 +274,7 @@ def offline_plan(
     settings: MigrationSettings,
     protected: bool,
     user: str,
+    database: str,
     folder: Path | None = None,
 ) -> MigrationPlanReport:
     """What `migrate` would do on a database that does not exist yet: every file, in order.
@@ -277,12 +286,14 @@ def offline_plan(
         settings: folder and DEFINER stripping.
         protected: findings then block a run unless allowed or approved.
         user: the migration user the database will have (DEFINER check).
+        database: the name the database will have (what a file may not drop).
         folder: the migrations folder (default: settings.dir).
 
     Raises:
-        MigrationFileError, MigrationDefinerError.
+        MigrationFileError, MigrationRefused, MigrationDefinerError.
     """
     migrations = load_migrations(folder or settings.dir)
+    check_refusals([r for m in migrations for r in refusals(m.filename, m.statements, database)])
     pending = []
     for m in migrations:
         statements = prepared_statements(m, user, settings.strip_definer)

@@ -1,10 +1,12 @@
 """Migrations that cannot harm their own bookkeeping, against a real MariaDB: "protected" decided
-once from the environment's kind (the flow's migrate step and the CLI agree)."""
+once from the environment's kind (the flow's migrate step and the CLI agree), and a dump's schema
+lines and client commands refused before anything runs."""
 
 from __future__ import annotations
 
 import argparse
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,15 @@ import pytest
 from flows.migrate_cli import add_arguments
 from flows.migrate_cli import run as cli_run
 from programs.database import DatabaseOutputs
+from stackflow.localdb import grant_database
 from stackflow.localprefect import PrefectServer
-from stackflow.migrations.errors import MigrationDestructiveChange
+from stackflow.migrations.errors import MigrationDestructiveChange, MigrationRefused
+from stackflow.migrations.plan import pending_plan
 from stackflow.migrations.target import MysqlTarget
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import Settings, get_settings
-from tests.integration.migration_support import query, write
+from tests.fixtures.mariadb import LocalMariaDB
+from tests.integration.migration_support import migrate, query, settings, write
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +100,84 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
     assert tables(fresh_schema) == {HISTORY_TABLE}
     code, out, err = cli(app, fresh_schema, "--approve-destructive", "2")
     assert (code, err) == (0, "") and "2 applied" in out
+
+
+# --- a dump's schema lines and client commands ------------------------------------------------
+
+SAKILA = """-- Sakila Sample Database Schema
+-- Version 1.5
+
+SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0;
+SET @OLD_FOREIGN_KEY_CHECKS=@@FOREIGN_KEY_CHECKS, FOREIGN_KEY_CHECKS=0;
+SET @OLD_SQL_MODE=@@SQL_MODE, SQL_MODE='TRADITIONAL';
+
+DROP SCHEMA IF EXISTS sakila;
+CREATE SCHEMA sakila;
+USE sakila;
+
+CREATE TABLE actor (
+  actor_id SMALLINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  first_name VARCHAR(45) NOT NULL,
+  PRIMARY KEY (actor_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+"""
+
+
+@pytest.fixture
+def sakila(mariadb: LocalMariaDB) -> Iterator[MysqlTarget]:
+    """A database named sakila, as Sakila's own schema file expects."""
+    with mariadb.admin() as conn, conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS sakila")
+        grant_database(conn, "sakila", mariadb.target.user)
+    yield mariadb.target_for("sakila")
+    with mariadb.admin() as conn, conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS sakila")
+
+
+def test_sakila_as_published_is_refused_and_the_history_table_survives(
+    sakila: MysqlTarget, tmp_path: Path
+) -> None:
+    folder = tmp_path / "m"
+    write(folder, "V1__language.sql", "CREATE TABLE language (id TINYINT UNSIGNED NOT NULL);")
+    migrate(sakila, settings(), folder)
+    write(folder, "V2__sakila_schema.sql", SAKILA)
+    with pytest.raises(MigrationRefused) as info:
+        migrate(sakila, settings(), folder)
+    message = str(info.value)
+    assert (
+        "V2__sakila_schema.sql: statement 4 (line 8) `DROP SCHEMA IF EXISTS sakila` drops the "
+        f"database being migrated (sakila), and with it the history table {HISTORY_TABLE}"
+    ) in message
+    assert "strip the schema lines of a dump" in message and "nothing was changed" in message
+    assert history(sakila) == [(1, "applied")]
+    assert tables(sakila) == {HISTORY_TABLE, "language"}
+    # The dry run and the approval's plan refuse it the same way, reading only.
+    code, _, err = cli(get_settings(), sakila, "--dry-run", "--dir", str(folder))
+    assert code == 1 and "statement 4 (line 8)" in err
+    with pytest.raises(MigrationRefused):
+        pending_plan(sakila, settings(dir=folder), protected=True)
+    # Stripped of its schema lines, the same file applies.
+    stripped = SAKILA.replace("DROP SCHEMA IF EXISTS sakila;\nCREATE SCHEMA sakila;\n", "")
+    (folder / "V2__sakila_schema.sql").write_text(stripped)
+    assert [a.version for a in migrate(sakila, settings(), folder).applied] == [2]
+    assert "actor" in tables(sakila)
+
+
+@pytest.mark.parametrize("command", ["source tables.sql", "\\. tables.sql"])
+def test_a_client_command_is_refused_before_any_table_is_created(
+    fresh_schema: MysqlTarget, tmp_path: Path, command: str
+) -> None:
+    folder = tmp_path / "m"
+    write(folder, "V1__first.sql", "CREATE TABLE first (id INT);")
+    write(
+        folder,
+        "V2__load.sql",
+        f"CREATE TABLE second (id INT);\n{command}\nCREATE TABLE third (id INT);\n",
+    )
+    with pytest.raises(MigrationRefused) as info:
+        migrate(fresh_schema, settings(), folder)
+    assert f"V2__load.sql: statement 2 (line 2) `{command}` is a mysql client command" in str(
+        info.value
+    )
+    assert tables(fresh_schema) <= {HISTORY_TABLE}  # not even V1 ran
+    assert history(fresh_schema) == []
