@@ -143,7 +143,7 @@ def plan_text(report: MigrationPlanReport) -> str:
             if number >= p.resume_from:
                 lines.append(f"-- statement {number}\n{sql};")
         for f in p.findings:
-            note = "allowed by the file's marker" if f.allowed else "destructive"
+            note = "allowed by the file's marker" if f.allowed else f.label
             lines.append(f"-- {note}: {f.describe()}")
     return "\n".join(lines)
 

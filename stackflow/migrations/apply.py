@@ -293,8 +293,8 @@ def apply_pending(
 
     Before anything runs, every pending file is refused if it would destroy the runner's history
     or holds a client command, then checked for foreign DEFINERs, statements over
-    max_allowed_packet and (when protected) unapproved destructive changes. A concurrent runner
-    waits for the lock, then re-plans and finds nothing to do.
+    max_allowed_packet and (when protected) unapproved destructive or unchecked statements. A
+    concurrent runner waits for the lock, then re-plans and finds nothing to do.
 
     Args:
         target: the database.

@@ -47,8 +47,8 @@ class MigrationRefused(MigrationError):
 
 
 class MigrationDestructiveChange(MigrationError):
-    """A pending file can lose data in a protected environment, and neither carries the marker
-    nor was approved."""
+    """A pending file can lose data (or runs SQL the lint cannot check) in a protected
+    environment, and neither carries the marker nor was approved."""
 
 
 class MigrationPlanChanged(MigrationError):

@@ -2,8 +2,10 @@
 
 A finding is a statement that can lose data: DROP TABLE/DATABASE, DROP COLUMN, TRUNCATE,
 DELETE/UPDATE without WHERE, and a MODIFY/CHANGE that narrows a column as the live schema has it
-(shorter strings, smaller integers, lost signedness or precision, NOT NULL added). A file that
-carries `-- stackflow: destructive-ok <reason>` allows its findings.
+(shorter strings, smaller integers, lost signedness or precision, NOT NULL added). A statement the
+lint cannot see into (dynamic SQL through PREPARE/EXECUTE, CALL of a procedure, an anonymous
+compound block) is a finding that "needs review". A file that carries
+`-- stackflow: destructive-ok <reason>` allows its findings.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ FindingKind = Literal[
     "delete_without_where",
     "update_without_where",
     "narrow_column",
+    "dynamic_sql",
+    "procedure_call",
+    "compound_block",
 ]
+# Statements whose effect the lint cannot see: a person has to read them.
+REVIEW_KINDS: frozenset[FindingKind] = frozenset(
+    {"dynamic_sql", "procedure_call", "compound_block"}
+)
 
 MARKER = "-- stackflow: destructive-ok <reason>"
 _MARKER_RE = re.compile(r"^[ \t]*--[ \t]+stackflow:[ \t]*destructive-ok[ \t]+(\S[^\n]*)$", re.M)
@@ -31,7 +40,8 @@ _MARKER_RE = re.compile(r"^[ \t]*--[ \t]+stackflow:[ \t]*destructive-ok[ \t]+(\S
 
 @dataclass(frozen=True)
 class LintFinding:
-    """A statement that can lose data: its kind, number, text, and whether the file allows it."""
+    """A statement that can lose data (or that the lint cannot see into): its kind, number,
+    text, and whether the file allows it."""
 
     kind: FindingKind
     statement: int
@@ -39,8 +49,19 @@ class LintFinding:
     allowed: bool
     detail: str = ""
 
+    @property
+    def needs_review(self) -> bool:
+        """The lint cannot tell what the statement does (not that it loses data)."""
+        return self.kind in REVIEW_KINDS
+
+    @property
+    def label(self) -> str:
+        """What a plan calls it: "needs review" or "destructive"."""
+        return "needs review" if self.needs_review else "destructive"
+
     def describe(self) -> str:
-        what = self.kind.replace("_", " ")
+        """`statement <n>: <what> (<detail>)` as plans and refusals show it."""
+        what = self.kind.replace("_", " ").replace(" sql", " SQL")
         extra = f" ({self.detail})" if self.detail else ""
         return f"statement {self.statement}: {what}{extra}"
 
@@ -115,6 +136,9 @@ _MODIFY_RE = re.compile(
 _CHANGE_RE = re.compile(
     rf"^CHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({IDENT})\s+{IDENT}\s+(.*)$", re.I | re.S
 )
+_COMPOUND_RE = re.compile(
+    rf"^(?:{IDENT}\s*:\s*)?(?:BEGIN\s+NOT\s+ATOMIC|IF|CASE|LOOP|REPEAT|WHILE|FOR)\b", re.I
+)
 _TYPE_RE = re.compile(r"^([A-Za-z]+)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?", re.I)
 _INT_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "integer": 4, "bigint": 5}
 _TEXT_RANK = {"tinytext": 255, "text": 65535, "mediumtext": 16777215, "longtext": 4294967295}
@@ -183,6 +207,12 @@ def lint_statements(
             add("delete_without_where", st)
         elif re.match(r"^UPDATE\b", upper) and not re.search(r"\bWHERE\b", upper):
             add("update_without_where", st)
+        elif re.match(r"^(PREPARE|EXECUTE)\b", upper):
+            add("dynamic_sql", st, "what it runs is built when it runs")
+        elif re.match(r"^CALL\b", upper):
+            add("procedure_call", st, "the lint cannot see what the procedure does")
+        elif _COMPOUND_RE.match(text):
+            add("compound_block", st, "the lint cannot see into it")
         elif (alter := _ALTER_RE.match(text)) is not None:
             table = unquote_name(alter[1])
             for part in _top_level_parts(alter[2]):

@@ -194,9 +194,16 @@ class MigrationPlanReport:
 
 def destructive_refusal(blocking: Sequence[tuple[PendingMigration, LintFinding]]) -> str:
     """The message of a refused destructive change: every finding, and the two ways on."""
-    lines = [f"{p.name}: {f.describe()}: {one_line(f.text)}" for p, f in blocking]
+    lines = [
+        f"{p.name}: {'needs review: ' * f.needs_review}{f.describe()}: {one_line(f.text)}"
+        for p, f in blocking
+    ]
+    review = [f for _, f in blocking if f.needs_review]
+    what = "can lose data" if len(review) < len(blocking) else ""
+    if review:
+        what = " or ".join(filter(None, [what, "run SQL the lint cannot check"]))
     return (
-        "pending migrations can lose data in a protected environment:\n  "
+        f"pending migrations {what} in a protected environment:\n  "
         + "\n  ".join(lines)
         + f"\nAdd the line `{MARKER}` to a file that means it, or approve the run with these "
         "findings shown"

@@ -1,6 +1,7 @@
 """Migrations that cannot harm their own bookkeeping, against a real MariaDB: "protected" decided
-once from the environment's kind (the flow's migrate step and the CLI agree), and a dump's schema
-lines and client commands refused before anything runs."""
+once from the environment's kind (the flow's migrate step and the CLI agree), a dump's schema lines
+and client commands refused before anything runs, and what the lint cannot check marked "needs
+review"."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from stackflow.localprefect import PrefectServer
 from stackflow.migrations.errors import MigrationDestructiveChange, MigrationRefused
 from stackflow.migrations.plan import pending_plan
 from stackflow.migrations.target import MysqlTarget
+from stackflow.plan import DeployPlan
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import Settings, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
@@ -181,3 +183,51 @@ def test_a_client_command_is_refused_before_any_table_is_created(
     )
     assert tables(fresh_schema) <= {HISTORY_TABLE}  # not even V1 ran
     assert history(fresh_schema) == []
+
+
+# --- what the lint cannot check ---------------------------------------------------------------
+
+DYNAMIC = "SET @q = 'DROP TABLE scratch';\nPREPARE s FROM @q;\nEXECUTE s;\nDEALLOCATE PREPARE s;\n"
+WIPE = "DELIMITER ;;\nCREATE PROCEDURE wipe() BEGIN DELETE FROM t; END;;\nDELIMITER ;\n"
+
+
+def test_prepare_execute_and_call_need_review_in_the_plan_and_the_approval(
+    fresh_schema: MysqlTarget, tmp_path: Path
+) -> None:
+    folder = tmp_path / "m"
+    write(
+        folder,
+        "V1__t.sql",
+        "CREATE TABLE t (id INT);\nINSERT INTO t VALUES (1);\nCREATE TABLE scratch (id INT);",
+    )
+    write(folder, "V2__wipe_procedure.sql", WIPE)
+    write(folder, "V3__dynamic.sql", DYNAMIC)
+    write(folder, "V4__call.sql", "CALL wipe();")
+    plan = pending_plan(fresh_schema, settings(dir=folder), protected=True)
+    assert [(p.version, [(f.statement, f.kind) for f in p.findings]) for p in plan.pending] == [
+        (1, []),
+        (2, []),
+        (3, [(2, "dynamic_sql"), (3, "dynamic_sql")]),
+        (4, [(1, "procedure_call")]),
+    ]
+    assert all(f.needs_review for _, f in plan.blocking) and len(plan.blocking) == 3
+    approval = "\n".join(DeployPlan("prod-1", "local cloud", (), plan).lines())
+    assert (
+        "! NEEDS REVIEW: statement 2: dynamic SQL (what it runs is built when it runs)" in approval
+    )
+    assert "! NEEDS REVIEW: statement 1: procedure call (the lint cannot see" in approval
+    assert (
+        "**NEEDS REVIEW** statement 1: procedure call"
+        in DeployPlan("prod-1", "local cloud", (), plan).markdown()
+    )
+    prod = get_settings(environment="prod", migrations={"dir": folder})
+    code, out, _ = cli(prod, fresh_schema, "--dry-run")
+    assert code == 0 and "-- needs review: statement 1: procedure call" in out
+    code, _, err = cli(prod, fresh_schema)
+    assert code == 1 and "run SQL the lint cannot check in a protected environment" in err
+    assert "V4__call.sql: needs review: statement 1: procedure call" in err
+    assert tables(fresh_schema) == {HISTORY_TABLE}
+    # Outside a protected environment they run, as before.
+    assert len(migrate(fresh_schema, settings(), folder).applied) == 4
+    assert tables(fresh_schema) == {HISTORY_TABLE, "t"}
+    assert query(fresh_schema, "SELECT COUNT(*) FROM t") == [(0,)]

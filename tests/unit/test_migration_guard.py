@@ -1,5 +1,6 @@
 """What a migration may never run (its own database, the history table, mysql client commands),
-and which statements a resumed file replays; no server needed."""
+what the lint cannot check ("needs review"), and which statements a resumed file replays; no
+server needed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from stackflow.migrations.apply import _session_replay, statement_kind
 from stackflow.migrations.guard import refusals
+from stackflow.migrations.lint import lint_statements
 from stackflow.migrations.splitter import split_statements
 
 pytestmark = pytest.mark.unit
@@ -104,6 +106,28 @@ def test_a_resumed_file_is_judged_from_where_it_resumes_with_its_earlier_use_in_
     sql = "USE other;\nDROP TABLE stackflow_schema_history;\nUSE app;\nTRUNCATE stackflow_schema_history;"
     assert [s for s, _, _ in refused(sql)] == [4]
     assert refused(sql, start=5) == []
+
+
+@pytest.mark.parametrize(
+    ("sql", "kind"),
+    [
+        ("PREPARE s FROM @q", "dynamic_sql"),
+        ("EXECUTE s", "dynamic_sql"),
+        ("EXECUTE IMMEDIATE 'DROP TABLE t'", "dynamic_sql"),
+        ("CALL wipe()", "procedure_call"),
+        ("/*!50003 CALL wipe() */", "procedure_call"),
+        ("BEGIN NOT ATOMIC DROP TABLE t; END", "compound_block"),
+        ("outer: BEGIN NOT ATOMIC DELETE FROM t; END", "compound_block"),
+        ("IF @x THEN DROP TABLE t; END IF", "compound_block"),
+    ],
+)
+def test_statements_the_lint_cannot_see_into_need_review(sql: str, kind: str) -> None:
+    (finding,) = lint_statements(split_statements(sql + ";"), allowed=False)
+    assert finding.kind == kind and finding.needs_review and finding.label == "needs review"
+    assert finding.describe().startswith("statement 1: ")
+    assert lint_statements(split_statements("DEALLOCATE PREPARE s;"), allowed=False) == []
+    (drop,) = lint_statements(split_statements("DROP TABLE t;"), allowed=False)
+    assert not drop.needs_review and drop.label == "destructive"
 
 
 def test_use_is_a_session_statement_replayed_when_a_file_resumes() -> None:

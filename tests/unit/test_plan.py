@@ -100,6 +100,24 @@ def test_the_plan_reads_the_same_on_the_terminal_in_markdown_and_as_data() -> No
     }
 
 
+def test_statements_the_lint_cannot_check_read_needs_review_everywhere() -> None:
+    call = PendingMigration(
+        5,
+        "V005__fill.sql",
+        "fill",
+        "cd" * 32,
+        ["CALL fill(3)"],
+        [LintFinding("procedure_call", 1, "CALL fill(3)", False, "the lint cannot see inside")],
+    )
+    plan = DeployPlan("prod-1", "local cloud", (StackPlan("app", "unchanged"),), migrations(call))
+    finding = "statement 1: procedure call (the lint cannot see inside)"
+    assert f"! NEEDS REVIEW: {finding}: CALL fill(3)" in "\n".join(plan.lines())
+    assert f"**NEEDS REVIEW** {finding}: `CALL fill(3)`" in plan.markdown()
+    data = migrations_dict(plan.migrations)
+    assert data is not None and data["pending"][0]["findings"][0]["needs_review"] is True
+    assert plan.migrations is not None and len(plan.migrations.blocking) == 1  # it asks approval
+
+
 def test_each_run_draws_retry_delays_around_the_doubling_setting() -> None:
     settings = get_settings(retry_delay_s=4.0, stack_retries=3)
     draws = [retry_delays(settings) for _ in range(20)]
