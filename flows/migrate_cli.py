@@ -229,8 +229,12 @@ def _run(
             say(destructive_refusal(preview.blocking))
         return EXIT_OK
     if args.baseline is not None:
-        record = admin.baseline(target, mig, args.baseline, folder)
-        say(f"baseline recorded on {where}: files up to V{record.version} will never run")
+        done = admin.baseline(target, mig, args.baseline, folder)
+        n = len(done.covered)
+        files = f"{n} file{'s' * (n != 1)}"
+        say(f"baseline recorded on {where}: {files} up to V{done.record.version} will never run:")
+        for m in done.covered:
+            say(f"  {m.filename}")
         return EXIT_OK
 
     def on_attempt(attempt: WaitAttempt) -> None:

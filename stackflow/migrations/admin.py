@@ -4,6 +4,7 @@ interrupted records) and `baseline` (record an existing schema as migrated up to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -118,16 +119,25 @@ def repair(
         return sorted(failed + [r.version for r in interrupted])
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline recorded: its history row, and every file in the folder it covers."""
+
+    record: HistoryRecord
+    covered: list[Migration]
+
+
 def baseline(
     target: MysqlTarget, settings: MigrationSettings, version: int, folder: Path | None = None
-) -> HistoryRecord:
+) -> Baseline:
     """Record an existing schema as migrated up to `version`: files up to it never run.
 
     Args:
         target: the database.
         settings: timeouts, TLS, lock timeout.
         version: the last version the schema already has.
-        folder: the migrations folder (default: settings.dir), for the description.
+        folder: the migrations folder (default: settings.dir), for the description and the
+            files covered.
 
     Raises:
         MigrationBaselineError: the schema already has migration history, or version < 1.
@@ -136,7 +146,8 @@ def baseline(
     """
     if version < 1:
         raise MigrationBaselineError(f"baseline version must be 1 or more, not {version}")
-    files = {m.version: m for m in load_migrations(folder or settings.dir)}
+    migrations = load_migrations(folder or settings.dir)
+    files = {m.version: m for m in migrations}
     with connect(target, settings) as conn, migration_lock(conn, target.database, settings):
         history = read_history(conn, upgrade=True)
         if history:
@@ -148,4 +159,5 @@ def baseline(
         m = files.get(version)
         description = f"baseline: {m.description}" if m else "baseline"
         insert_baseline(conn, version, description, m.checksum if m else "")
-        return read_history(conn)[0]
+        record = read_history(conn)[0]
+    return Baseline(record, [m for m in migrations if m.version <= version])

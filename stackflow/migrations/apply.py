@@ -124,8 +124,8 @@ class AppliedMigration:
 
 @dataclass
 class MigrateReport:
-    """What a run did: files applied now, how many were applied before, files applied before
-    whose file is gone, and how long it took."""
+    """What a run did: files applied now, how many were applied (or baselined) before, files
+    applied before whose file is gone, and how long it took."""
 
     applied: list[AppliedMigration] = field(default_factory=list)
     already_applied: int = 0

@@ -43,17 +43,18 @@ ALLOW_MISSING = "--allow-missing (STACKFLOW_MIGRATIONS_ALLOW_MISSING=true)"
 class Plan:
     """What a run would do: applied records (baselines too), files still to apply (by version),
     where a file started by an earlier run resumes (version -> statement number), applied records
-    whose file is gone."""
+    whose file is gone, and the files a baseline covers without a record of their own."""
 
     applied: list[HistoryRecord]
     pending: list[Migration]
     resume: dict[int, int] = field(default_factory=dict)
     missing: list[HistoryRecord] = field(default_factory=list)
+    covered: list[Migration] = field(default_factory=list)
 
     @property
     def already_applied(self) -> int:
-        """How many versions need no run: applied or baselined records."""
-        return len(self.applied)
+        """How many versions need no run: applied or baselined records, and covered files."""
+        return len(self.applied) + len(self.covered)
 
 
 def _file_label(version: int, files: dict[int, Migration], description: str = "") -> str:
@@ -79,7 +80,7 @@ def compute_plan(
     allow_out_of_order: bool,
     allow_missing: bool = False,
 ) -> Plan:
-    """Pure set arithmetic: which files are applied, pending, resumed or missing.
+    """Pure set arithmetic: which files are applied, pending, resumed, covered or missing.
 
     Args:
         history: the history table's rows.
@@ -131,11 +132,9 @@ def compute_plan(
     applied = [r for r in history if r.state in ("applied", "baseline")]
     done = {r.version for r in applied}
     resume = {r.version: r.statements_done + 1 for r in history if r.state == "running"}
-    pending = [
-        m
-        for m in migrations
-        if m.version not in done and (baseline is None or m.version > baseline)
-    ]
+    todo = [m for m in migrations if m.version not in done]
+    covered = [m for m in todo if baseline is not None and m.version <= baseline]
+    pending = [m for m in todo if baseline is None or m.version > baseline]
     latest = max(done, default=None)
     late = [m for m in pending if latest is not None and m.version < latest]
     if late and not allow_out_of_order:
@@ -144,7 +143,7 @@ def compute_plan(
             f"{latest}; renumber it above {latest}, or allow it with --allow-out-of-order "
             "(STACKFLOW_MIGRATIONS_ALLOW_OUT_OF_ORDER=true)"
         )
-    return Plan(applied, pending, resume, missing)
+    return Plan(applied, pending, resume, missing, covered)
 
 
 def read_plan(

@@ -1,7 +1,7 @@
 """Migrations that cannot harm their own bookkeeping, against a real MariaDB: "protected" decided
 once from the environment's kind (the flow's migrate step and the CLI agree), a dump's schema lines
-and client commands refused before anything runs, and what the lint cannot check marked "needs
-review"."""
+and client commands refused before anything runs, what the lint cannot check marked "needs
+review", and a baseline that names every file it covers."""
 
 from __future__ import annotations
 
@@ -231,3 +231,20 @@ def test_prepare_execute_and_call_need_review_in_the_plan_and_the_approval(
     assert len(migrate(fresh_schema, settings(), folder).applied) == 4
     assert tables(fresh_schema) == {HISTORY_TABLE, "t"}
     assert query(fresh_schema, "SELECT COUNT(*) FROM t") == [(0,)]
+
+
+# --- baseline ---------------------------------------------------------------------------------
+
+
+def test_baseline_reports_every_file_it_covers(fresh_schema: MysqlTarget, tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    for version, name in enumerate("abc", 1):
+        write(folder, f"V{version}__{name}.sql", f"CREATE TABLE {name} (id INT);")
+    query(fresh_schema, "CREATE TABLE a (id INT)")
+    query(fresh_schema, "CREATE TABLE b (id INT)")
+    code, out, err = cli(get_settings(), fresh_schema, "--baseline", "2", "--dir", str(folder))
+    assert (code, err) == (0, "")
+    assert "2 files up to V2 will never run:" in out
+    assert "  V1__a.sql\n" in out and "  V2__b.sql\n" in out and "V3__c.sql" not in out
+    code, out, err = cli(get_settings(), fresh_schema, "--dir", str(folder))
+    assert (code, err) == (0, "") and "1 applied, 2 already applied" in out
