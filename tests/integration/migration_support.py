@@ -33,6 +33,14 @@ def query(target: MysqlTarget, sql: str) -> list[tuple[Any, ...]]:
         return list(cur.fetchall())
 
 
+def tables(target: MysqlTarget) -> set[str]:
+    """The names of the schema's tables."""
+    rows = query(
+        target, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+    )
+    return {str(r[0]) for r in rows}
+
+
 def migrate(
     target: MysqlTarget,
     mig: MigrationSettings,

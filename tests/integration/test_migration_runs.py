@@ -38,7 +38,7 @@ from stackflow.migrations.target import MysqlTarget
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import get_settings
 from tests.fixtures.mariadb import LocalMariaDB
-from tests.integration.migration_support import migrate, query, settings, write
+from tests.integration.migration_support import migrate, query, settings, tables, write
 
 pytestmark = pytest.mark.integration
 
@@ -49,14 +49,6 @@ def abc(tmp_path: Path) -> Path:
     for version, name in enumerate("abc", 1):
         write(folder, f"V{version}__{name}.sql", f"CREATE TABLE {name} (id INT);")
     return folder
-
-
-def tables(target: MysqlTarget) -> set[str]:
-    rows = query(
-        target,
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
-    )
-    return {str(r[0]) for r in rows}
 
 
 def progress(target: MysqlTarget) -> list[tuple[Any, ...]]:

@@ -25,16 +25,9 @@ from stackflow.plan import DeployPlan
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import Settings, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
-from tests.integration.migration_support import migrate, query, settings, write
+from tests.integration.migration_support import migrate, query, settings, tables, write
 
 pytestmark = pytest.mark.integration
-
-
-def tables(target: MysqlTarget) -> set[str]:
-    rows = query(
-        target, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
-    )
-    return {str(r[0]) for r in rows}
 
 
 def history(target: MysqlTarget) -> list[tuple[Any, ...]]:
