@@ -49,8 +49,9 @@ from stackflow.localcloud.install import install_plugins
 from stackflow.localcloud.paths import pulumi_home
 from stackflow.localcloud.plugin import ENDPOINT_ENV
 from stackflow.localcloud.server import ensure_cloud
-from stackflow.migrations import load_migrations, migrate, wait_for_database
-from stackflow.settings import MysqlTarget, Settings, get_settings
+from stackflow.migrations.command import migrate
+from stackflow.migrations.target import MysqlTarget
+from stackflow.settings import Settings, get_settings
 
 # The script's own passphrase for its own throwaway file backend; not a real secret.
 PASSPHRASE = "plain-automation-bench"
@@ -156,10 +157,8 @@ class PlainScript:
 
     def migrate(self, settings: Settings, db: BaseModel) -> None:
         assert isinstance(db, DatabaseOutputs)
-        target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
-        load_migrations(settings.migrations.dir)
-        wait_for_database(target, settings.migrations)
-        report = migrate(target, settings.migrations)
+        target = MysqlTarget.from_outputs(db)
+        report = migrate(target, settings.migrations, protected=settings.profile.protected)
         print(f"migrations: {len(report.applied)} applied, {report.already_applied} before")
 
     def refresh(self, environment: str) -> None:

@@ -18,9 +18,9 @@ from flows.approval import Decision, await_decision
 from flows.summary import ApprovalExpired, ApprovalRejected, PipelineSummary, publish
 from flows.walk import Walk, announce_phase, describe, walk_graph
 from stackflow.engine import Operation
-from stackflow.errors import MigrationError, TransientDatabaseError
 from stackflow.graph import Node, NodeKind
-from stackflow.migrations import pin_changes
+from stackflow.migrations.errors import MigrationError, TransientDatabaseError
+from stackflow.migrations.plan import pin_changes
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from tasks.stacks import RunContext, StackOutcome
 

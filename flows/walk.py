@@ -17,7 +17,7 @@ from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
 from stackflow.graph import NodeKind, StackGraph
-from stackflow.migrations import MigrationPlanChanged
+from stackflow.migrations.errors import MigrationPlanChanged
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
 from stackflow.redact import Redactor

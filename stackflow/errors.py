@@ -68,49 +68,10 @@ class UnknownStackError(StackflowError, ValueError):
     """A stack name that the graph does not declare."""
 
 
-class MigrationError(StackflowError):
-    """A schema migration problem that a retry will not fix."""
-
-
-class MigrationFileError(MigrationError):
-    """A migration file or folder is malformed (bad name, duplicate version, empty, unreadable)."""
-
-
-class MigrationChecksumError(MigrationError):
-    """An applied migration's file has changed since it was applied."""
-
-
-class MigrationOrderError(MigrationError):
-    """A new migration's version is below the latest applied one and out-of-order is off."""
-
-
-class MigrationFailedBefore(MigrationError):
-    """A previous run left a migration recorded as failed; it must be repaired first."""
-
-
-class MigrationSQLError(MigrationError):
-    """A statement in a migration file failed."""
-
-
-class DatabaseAuthError(MigrationError):
-    """The database refused the credentials."""
-
-
-class TransientDatabaseError(StackflowError):
-    """The database is not reachable yet or dropped the connection; worth retrying."""
-
-
-class MigrationLockTimeout(MigrationError):
-    """Another migration runner held the schema's lock for longer than the lock timeout."""
-
-
-class DatabaseUnreachable(MigrationError):
-    """The database did not accept connections within the wait timeout."""
-
-
 class LocalDatabaseError(StackflowError):
     """The local MariaDB could not be installed, started or set up."""
 
 
-class DatabaseTLSError(MigrationError):
-    """The TLS handshake with the database failed (certificate not trusted, TLS unsupported)."""
+class TransientDatabaseError(StackflowError):
+    """The database is not reachable yet or dropped the connection; worth retrying (the migration
+    runner raises it; the engine's retry predicate names it too)."""

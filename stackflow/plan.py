@@ -1,5 +1,5 @@
 """The combined plan an approval covers: per stack, what Pulumi would change (property by property),
-and the pending migrations with their destructive-change findings.
+and the pending migrations with their findings (destructive, or needing a person's review).
 
 Pure data and its three renderings (markdown for the Prefect artifact and the approval form, lines
 for the terminal, a dict for `--json` and events), so every place shows the same plan. What binds
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stackflow.engine.base import ChangeCounts, ResourceChange
-from stackflow.migrations import MigrationPlanReport, one_line
+from stackflow.migrations.plan import MigrationPlanReport
+from stackflow.migrations.splitter import one_line
 
 _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all
@@ -165,7 +166,12 @@ def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, 
                 "checksum": p.checksum,
                 "statements": list(p.statements),
                 "findings": [
-                    {"finding": f.describe(), "allowed": f.allowed, "sql": one_line(f.text)}
+                    {
+                        "finding": f.describe(),
+                        "allowed": f.allowed,
+                        "needs_review": f.needs_review,
+                        "sql": one_line(f.text),
+                    }
                     for f in p.findings
                 ],
             }
@@ -189,7 +195,7 @@ def migration_lines(data: dict[str, Any] | None, statements: bool = False) -> li
         count = len(p["statements"])
         out.append(f"  {p['file']}  ({count} statements, sha256 {p['checksum'][:12]})")
         for f in p["findings"]:
-            flag = "allowed by its marker" if f["allowed"] else "DESTRUCTIVE"
+            flag = "allowed by its marker" if f["allowed"] else _flag(f)
             out.append(f"     ! {flag}: {f['finding']}: {f['sql']}")
         if statements:
             shown = p["statements"][:STATEMENTS_SHOWN]
@@ -210,12 +216,12 @@ def migrations_markdown(data: dict[str, Any] | None) -> str:
     rows = [
         f"{len(pending)} pending on `{data['database']}` "
         f"({data['already_applied']} applied before).\n",
-        "| file | statements | sha256 | destructive findings |",
+        "| file | statements | sha256 | findings |",
         "|---|---|---|---|",
     ]
     for p in pending:
         findings = "; ".join(
-            ("allowed by marker: " if f["allowed"] else "**DESTRUCTIVE** ")
+            ("allowed by marker: " if f["allowed"] else f"**{_flag(f)}** ")
             + f"{f['finding']}: `{markdown_cell(one_line(f['sql'], 80))}`"
             for f in p["findings"]
         )
@@ -234,6 +240,11 @@ def migrations_markdown(data: dict[str, Any] | None) -> str:
             more = len(p["statements"]) - len(shown)
             statements.append(f"\n... and {more} more (`migrate --dry-run` shows all)")
     return "\n".join(rows) + "\n\n### Statements\n" + "\n".join(statements) + "\n"
+
+
+def _flag(finding: dict[str, Any]) -> str:
+    """How a finding is flagged: it can lose data, or the lint cannot tell what it does."""
+    return "NEEDS REVIEW" if finding.get("needs_review") else "DESTRUCTIVE"
 
 
 def resource_lines(resources: Sequence[dict[str, Any]]) -> list[str]:

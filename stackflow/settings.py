@@ -8,10 +8,6 @@ in `stackflow.toml`, and what belongs to this machine in `STACKFLOW_*` variables
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
-from pydantic import SecretStr
-
 from stackflow.config.kinds import (
     ENVIRONMENT_NAME_MAX,
     EnvironmentKind,
@@ -32,6 +28,7 @@ from stackflow.config.sections import (
     NetworkSettings,
 )
 from stackflow.config.sources import UnknownEnvironment, declared_environments
+from stackflow.migrations.target import MysqlTarget, parse_mysql_url
 
 __all__ = [
     "ENVIRONMENT_NAME_MAX",
@@ -55,52 +52,3 @@ __all__ = [
     "parse_mysql_url",
     "validate_environment_name",
 ]
-
-
-class MysqlTarget:
-    """Where a MySQL is: host, port, user, password (kept secret), database."""
-
-    def __init__(self, host: str, port: int, user: str, password: SecretStr, database: str) -> None:
-        self.host, self.port, self.user, self.password, self.database = (
-            host,
-            port,
-            user,
-            password,
-            database,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"MysqlTarget({self.user}@{self.host}:{self.port}/{self.database}, password=**********)"
-        )
-
-
-def parse_mysql_url(url: str) -> MysqlTarget:
-    """Parse mysql://user:password@host:port/database.
-
-    Raises:
-        ValueError: naming what is wrong, never echoing the password.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
-        raise ValueError(
-            "database URL must start with mysql:// (form: mysql://user:password@host:port/database)"
-        )
-    try:
-        port = parts.port or 3306
-    except ValueError as exc:
-        raise ValueError("database URL has a port that is not a number 1-65535") from exc
-    database = parts.path.lstrip("/")
-    if not parts.hostname or not parts.username or not database:
-        raise ValueError(
-            "database URL needs a user, a host and a database: mysql://user:password@host:port/database"
-        )
-    from urllib.parse import unquote
-
-    return MysqlTarget(
-        host=parts.hostname,
-        port=port,
-        user=unquote(parts.username),
-        password=SecretStr(unquote(parts.password or "")),
-        database=database,
-    )

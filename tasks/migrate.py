@@ -22,28 +22,17 @@ from prefect.logging import get_run_logger
 from prefect.tasks import Task
 
 from programs.database import DatabaseOutputs
-from stackflow.errors import (
-    DatabaseUnreachable,
-    MigrationError,
-    MissingOutputError,
-    TransientDatabaseError,
-)
-from stackflow.migrations import (
-    AppliedMigration,
-    MigrateReport,
-    MigrationPlanReport,
-    WaitAttempt,
-    describe_target,
-    load_migrations,
-    migrate,
-    offline_plan,
-    pending_plan,
-    wait_for_database,
-)
+from stackflow.errors import MissingOutputError
+from stackflow.migrations.apply import AppliedMigration, MigrateReport
+from stackflow.migrations.command import migrate
+from stackflow.migrations.connection import WaitAttempt
+from stackflow.migrations.errors import DatabaseUnreachable, MigrationError, TransientDatabaseError
+from stackflow.migrations.plan import MigrationPlanReport, offline_plan, pending_plan
+from stackflow.migrations.target import MysqlTarget
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import migration_policy
-from stackflow.settings import EnvironmentKind, MigrationSettings, MysqlTarget, kind_of
+from stackflow.settings import MigrationSettings
 from tasks.stacks import RunContext, StackOutcome
 
 
@@ -109,26 +98,30 @@ def _cell(text: str) -> str:
 def run_migrations(
     target: MysqlTarget,
     settings: MigrationSettings,
-    environment: str = "dev",
+    environment: str,
+    protected: bool,
     pinned: Mapping[int, str] | None = None,
-    protected: bool | None = None,
 ) -> MigrateReport:
     """Wait for the database, apply pending migrations, and publish a `migrations-<env>` artifact.
+
+    Retries come from the caller: `run_migrations.with_options(**migration_policy(n)
+    .task_options())`; only transient database errors are retried.
 
     Args:
         target: the database (its password is a SecretStr and never logged).
         settings: migrations folder, timeouts, TLS, lock, out-of-order and missing-file policy.
         environment: the environment name, for the task run name and artifact key.
+        protected: the environment is protected (its kind's profile, `settings.profile.protected`):
+            unapproved findings refuse the run.
         pinned: version -> checksum of the pending files an approval showed (from
             `pending_plan(...).pinned`); other pending files are refused
-            (`MigrationPlanChanged`), and these files' destructive findings count as approved.
-        protected: refuse unapproved destructive changes; default: the environment is prod.
+            (`MigrationPlanChanged`), and these files' findings count as approved.
 
     Raises:
         TransientDatabaseError: retried by Prefect. Any MigrationError fails at once.
     """
     logger = get_run_logger()
-    where = describe_target(target)
+    where = target.address
 
     def on_attempt(attempt: WaitAttempt) -> None:
         if attempt.error is not None and attempt.next_delay_s is not None:
@@ -150,12 +143,13 @@ def run_migrations(
             applied.duration_s,
         )
 
-    load_migrations(settings.dir)  # a bad file fails before any waiting
-    wait_for_database(target, settings, on_attempt=on_attempt)
-    if protected is None:
-        protected = kind_of(environment) is EnvironmentKind.PROD
     report = migrate(
-        target, settings, on_applied=on_applied, environment_protected=protected, pinned=pinned
+        target,
+        settings,
+        protected=protected,
+        pinned=pinned,
+        on_attempt=on_attempt,
+        on_applied=on_applied,
     )
     if report.missing:
         logger.warning(
@@ -193,7 +187,7 @@ def migrate_step(
 
     `plan`: what an approval covered; its migration files (version -> checksum) are the only ones
     that may run (any other pending file stops the run: MigrationPlanChanged), and their
-    destructive findings count as approved.
+    findings count as approved. Protected or not is the environment kind's, as at the CLI.
     """
     ctx.check_not_cancelled(node)
     started = time.monotonic()
@@ -201,20 +195,19 @@ def migrate_step(
     if database is None or database.placeholder:
         ctx.publish(node, NodeState.SKIPPED, status="skipped", detail="database not deployed")
         return StackOutcome(node, "migrate", "skipped", note="database not deployed yet (preview)")
-    db = database.typed
-    assert isinstance(db, DatabaseOutputs)
+    assert isinstance(database.typed, DatabaseOutputs)
+    target = MysqlTarget.from_outputs(database.typed)
     ctx.publish(node, NodeState.RUNNING)
-    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
-    ctx.redactor.add(db.password.get_secret_value())
-    environment = ctx.settings.environment
+    ctx.redactor.add(target.password.get_secret_value())
+    settings = ctx.settings
     try:
-        policy = migration_policy(ctx.settings.migrations.retries)
+        policy = migration_policy(settings.migrations.retries)
         report = run_migrations.with_options(**policy.task_options())(
             target,
-            ctx.settings.migrations,
-            environment,
+            settings.migrations,
+            settings.environment,
+            settings.protected,
             pinned=plan.pinned if plan is not None else None,
-            protected=ctx.settings.protected,
         )
     except Exception as exc:
         ctx.publish(node, NodeState.FAILED, detail=ctx.redactor(str(exc)))
@@ -243,9 +236,11 @@ def migration_plan(ctx: RunContext, upstream: Mapping[str, StackOutcome]) -> Mig
             database = None
     db = database.typed if database is not None else None
     if database is None or database.placeholder or not isinstance(db, DatabaseOutputs):
-        return offline_plan(settings.migrations, protected, settings.database.username)
-    ctx.redactor.add(db.password.get_secret_value())
-    target = MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+        return offline_plan(
+            settings.migrations, protected, settings.database.username, settings.database.name
+        )
+    target = MysqlTarget.from_outputs(db)
+    ctx.redactor.add(target.password.get_secret_value())
     try:
         return pending_plan(target, settings.migrations, protected)
     except DatabaseUnreachable as exc:

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from stackflow.migrations import (
-        AppliedMigration,
-        MigrationPlanReport,
-        MigrationStatus,
-        WaitAttempt,
-    )
-    from stackflow.settings import MysqlTarget, Settings
+    from stackflow.migrations.admin import MigrationStatus
+    from stackflow.migrations.apply import AppliedMigration
+    from stackflow.migrations.connection import WaitAttempt
+    from stackflow.migrations.plan import MigrationPlanReport
+    from stackflow.migrations.target import MysqlTarget
+    from stackflow.settings import Settings
 
 URL_VARIABLE = "STACKFLOW_DATABASE_URL"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -108,7 +107,7 @@ def _target(
     args: argparse.Namespace, target_from_stack: Callable[[], MysqlTarget] | None
 ) -> MysqlTarget:
     from stackflow.errors import SettingsError
-    from stackflow.settings import parse_mysql_url
+    from stackflow.migrations.target import parse_mysql_url
 
     url = args.database_url or os.environ.get(URL_VARIABLE)
     if url:
@@ -144,7 +143,7 @@ def plan_text(report: MigrationPlanReport) -> str:
             if number >= p.resume_from:
                 lines.append(f"-- statement {number}\n{sql};")
         for f in p.findings:
-            note = "allowed by the file's marker" if f.allowed else "destructive"
+            note = "allowed by the file's marker" if f.allowed else f.label
             lines.append(f"-- {note}: {f.describe()}")
     return "\n".join(lines)
 
@@ -169,7 +168,8 @@ def run(
     Returns:
         0 on success, 1 when migrating failed, 2 for bad input (URL, folder, settings).
     """
-    from stackflow.errors import MigrationFileError, SettingsError, StackflowError
+    from stackflow.errors import SettingsError, StackflowError
+    from stackflow.migrations.errors import MigrationFileError
     from stackflow.redact import Redactor
 
     out = out or sys.stdout
@@ -192,27 +192,28 @@ def run(
 def _run(
     args: argparse.Namespace, settings: Settings, target: MysqlTarget, say: Callable[[str], None]
 ) -> int:
-    from stackflow import migrations
+    from stackflow.migrations import admin, command
+    from stackflow.migrations.plan import ALLOW_MISSING, destructive_refusal, pending_plan
 
     folder: Path | None = args.dir
     mig = settings.migrations
     flags = {"allow_out_of_order", "allow_missing", "strip_definer"}
     mig = mig.model_copy(update={f: True for f in flags if getattr(args, f, False)})
-    where = migrations.describe_target(target)
-    protected = settings.profile.protected
+    where = target.address
+    protected = settings.profile.protected  # from the environment's kind, as the flow's step
     if args.status:
-        rows = migrations.status(target, mig, folder)
+        rows = admin.status(target, mig, folder)
         say(f"migrations on {where}:")
         say(status_table(rows))
         gone = [f"V{r.version}" for r in rows if r.state == "missing"]
         if gone:
             say(
                 f"applied but gone from the folder: {', '.join(gone)}; a run refuses unless "
-                f"{migrations.ALLOW_MISSING}"
+                f"{ALLOW_MISSING}"
             )
         return EXIT_OK
     if args.repair:
-        cleared = migrations.repair(target, mig, mark_ran=args.mark_ran)
+        cleared = admin.repair(target, mig, mark_ran=args.mark_ran)
         if cleared:
             what = "recorded as run" if args.mark_ran else "cleared failed records"
             say(f"{what} on {where}: {', '.join(f'V{v}' for v in cleared)}")
@@ -221,15 +222,19 @@ def _run(
             say(f"no failed or interrupted records on {where}; nothing to repair")
         return EXIT_OK
     if args.dry_run:
-        preview = migrations.pending_plan(target, mig, protected, folder)
+        preview = pending_plan(target, mig, protected, folder)
         say(f"dry run on {where}: {len(preview.pending)} pending, nothing changed")
         say(plan_text(preview))
         if preview.blocking:
-            say(migrations.destructive_refusal(preview.blocking))
+            say(destructive_refusal(preview.blocking))
         return EXIT_OK
     if args.baseline is not None:
-        record = migrations.baseline(target, mig, args.baseline, folder)
-        say(f"baseline recorded on {where}: files up to V{record.version} will never run")
+        done = admin.baseline(target, mig, args.baseline, folder)
+        n = len(done.covered)
+        files = f"{n} file{'s' * (n != 1)}"
+        say(f"baseline recorded on {where}: {files} up to V{done.record.version} will never run:")
+        for m in done.covered:
+            say(f"  {m.filename}")
         return EXIT_OK
 
     def on_attempt(attempt: WaitAttempt) -> None:
@@ -244,15 +249,14 @@ def _run(
             f"{applied.duration_s:.3f}s)"
         )
 
-    migrations.load_migrations(folder or mig.dir)  # a bad file fails before any waiting
-    migrations.wait_for_database(target, mig, on_attempt=on_attempt)
-    report = migrations.migrate(
+    report = command.migrate(
         target,
         mig,
-        folder,
-        on_applied=on_applied,
-        environment_protected=protected,
+        protected=protected,
+        folder=folder,
         approved_destructive=args.approve_destructive,
+        on_attempt=on_attempt,
+        on_applied=on_applied,
     )
     if report.missing:
         say(

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stackflow.migrations import HISTORY_TABLE
 from stackflow.redact import Redactor
+from stackflow.schema_history import HISTORY_TABLE
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext

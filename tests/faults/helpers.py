@@ -21,8 +21,10 @@ from urllib.parse import quote
 import pytest
 from pydantic import SecretStr
 
-from stackflow.migrations import HistoryRecord, connect, read_history
-from stackflow.settings import MigrationSettings, MysqlTarget
+from stackflow.migrations.connection import connect
+from stackflow.migrations.history import HistoryRecord, read_history
+from stackflow.migrations.target import MysqlTarget
+from stackflow.settings import MigrationSettings
 from tests import realenv
 
 ROOT = realenv.ROOT

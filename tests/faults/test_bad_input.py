@@ -26,8 +26,8 @@ import pytest
 from cli.main import main
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
 from stackflow.localprefect import free_port
-from stackflow.migrations import HistoryRecord
-from stackflow.settings import MysqlTarget
+from stackflow.migrations.history import HistoryRecord
+from stackflow.migrations.target import MysqlTarget
 from tests.faults.conftest import fault_variables
 from tests.faults.helpers import (
     RUN_PY,

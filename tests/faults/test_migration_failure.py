@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stackflow.migrations import connect
+from stackflow.migrations.connection import connect
 from stackflow.settings import MigrationSettings
 from tests.faults.helpers import FaultEnv, schema_history
 

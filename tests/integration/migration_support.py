@@ -1,12 +1,15 @@
-"""Helpers shared by the migration tests: quick settings, writing a file, one query."""
+"""Helpers shared by the migration tests: quick settings, writing a file, one query, migrating."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from stackflow.migrations import connect
-from stackflow.settings import MigrationSettings, MysqlTarget
+from stackflow.migrations import command
+from stackflow.migrations.apply import MigrateReport
+from stackflow.migrations.connection import connect
+from stackflow.migrations.target import MysqlTarget
+from stackflow.settings import MigrationSettings
 
 
 def settings(**overrides: Any) -> MigrationSettings:
@@ -28,3 +31,23 @@ def query(target: MysqlTarget, sql: str) -> list[tuple[Any, ...]]:
     with connect(target, settings()) as conn, conn.cursor() as cur:
         cur.execute(sql)
         return list(cur.fetchall())
+
+
+def tables(target: MysqlTarget) -> set[str]:
+    """The names of the schema's tables."""
+    rows = query(
+        target, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()"
+    )
+    return {str(r[0]) for r in rows}
+
+
+def migrate(
+    target: MysqlTarget,
+    mig: MigrationSettings,
+    folder: Path | None = None,
+    *,
+    protected: bool = False,
+    **options: Any,
+) -> MigrateReport:
+    """The one migrate command (load -> wait -> migrate); unprotected unless a test says so."""
+    return command.migrate(target, mig, protected=protected, folder=folder, **options)

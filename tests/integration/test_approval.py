@@ -59,7 +59,7 @@ class Prod:
         """Versions applied to the environment's own database."""
         from pydantic import SecretStr
 
-        from stackflow.settings import MysqlTarget
+        from stackflow.migrations.target import MysqlTarget
 
         db = outputs(self.variables, ENVIRONMENT)["database"]
         target = MysqlTarget(

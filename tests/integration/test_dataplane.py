@@ -29,8 +29,9 @@ from pydantic import SecretStr
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.dataplane import SERVER_ARGS, ApiCall, Dataplane
 from stackflow.localdb import prepare_template, running_server
-from stackflow.migrations import migrate
-from stackflow.settings import MigrationSettings, MysqlTarget
+from stackflow.migrations.command import migrate
+from stackflow.migrations.target import MysqlTarget
+from stackflow.settings import MigrationSettings
 
 pytestmark = pytest.mark.integration
 # moto's backends are process-wide: a region other tests rarely use keeps these resources out of
@@ -423,7 +424,7 @@ def test_app_stand_in_reports_the_schema_version_it_reads_as_the_app(
         (migrations / "V001__create_color.sql").write_text("CREATE TABLE color (id INT);")
         (migrations / "V002__add_shape.sql").write_text("CREATE TABLE shape (id INT);")
         target = MysqlTarget(db["host"], db["port"], "app", SecretStr(old), "appdb")
-        migrate(target, MigrationSettings(wait_timeout_s=10), migrations)
+        migrate(target, MigrationSettings(wait_timeout_s=10), protected=False, folder=migrations)
         assert get(url) == (200, {"status": "ok", "database": "appdb", "schema_version": "2"})
 
         # The instance's password changes but the secret still holds the old one.

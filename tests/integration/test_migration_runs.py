@@ -18,28 +18,27 @@ import pytest
 from cli.commands.migrate import add_arguments
 from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
-from stackflow.errors import MigrationFailedBefore, MigrationFileError
 from stackflow.localprefect import PrefectServer
-from stackflow.migrations import (
-    HISTORY_TABLE,
-    MigrateReport,
+from stackflow.migrations.admin import baseline, repair, status
+from stackflow.migrations.apply import MigrateReport
+from stackflow.migrations.connection import connect
+from stackflow.migrations.errors import (
     MigrationBaselineError,
     MigrationDefinerError,
     MigrationDestructiveChange,
+    MigrationFailedBefore,
+    MigrationFileError,
     MigrationInterrupted,
     MigrationMissingFiles,
     MigrationPlanChanged,
     MigrationStatementTooLarge,
-    baseline,
-    connect,
-    migrate,
-    pending_plan,
-    repair,
-    status,
 )
-from stackflow.settings import MysqlTarget, get_settings
+from stackflow.migrations.plan import pending_plan
+from stackflow.migrations.target import MysqlTarget
+from stackflow.schema_history import HISTORY_TABLE
+from stackflow.settings import get_settings
 from tests.fixtures.mariadb import LocalMariaDB
-from tests.integration.migration_support import query, settings, write
+from tests.integration.migration_support import migrate, query, settings, tables, write
 
 pytestmark = pytest.mark.integration
 
@@ -50,14 +49,6 @@ def abc(tmp_path: Path) -> Path:
     for version, name in enumerate("abc", 1):
         write(folder, f"V{version}__{name}.sql", f"CREATE TABLE {name} (id INT);")
     return folder
-
-
-def tables(target: MysqlTarget) -> set[str]:
-    rows = query(
-        target,
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
-    )
-    return {str(r[0]) for r in rows}
 
 
 def progress(target: MysqlTarget) -> list[tuple[Any, ...]]:
@@ -224,9 +215,10 @@ def test_a_foreign_definer_is_refused_before_anything_runs_then_stripped(
 
 _RUNNER = """
 import sys
-from stackflow.migrations import migrate
-from stackflow.settings import MigrationSettings, parse_mysql_url
-migrate(parse_mysql_url(sys.argv[1]), MigrationSettings(lock_timeout_s=30), __import__("pathlib").Path(sys.argv[2]))
+from stackflow.migrations.command import migrate
+from stackflow.migrations.target import parse_mysql_url
+from stackflow.settings import MigrationSettings
+migrate(parse_mysql_url(sys.argv[1]), MigrationSettings(lock_timeout_s=30), protected=False, folder=__import__("pathlib").Path(sys.argv[2]))
 """
 
 
@@ -380,7 +372,7 @@ def test_dry_run_prints_the_statements_and_creates_nothing(
     assert "CREATE DEFINER=CURRENT_USER PROCEDURE `count_accounts`" in out
     assert "-- destructive: statement 5: drop table" in out
     assert tables(fresh_schema) == set()  # not even the history table
-    plan = pending_plan(fresh_schema, settings(dir=folder), environment_protected=True)
+    plan = pending_plan(fresh_schema, settings(dir=folder), protected=True)
     (pending,) = plan.pending
     assert pending.name == "V1__dump.sql" and len(pending.statements) == 21
     assert pending.statements[4] == "DROP TABLE IF EXISTS `account`"
@@ -461,21 +453,21 @@ def test_pinned_checksums_approve_findings_and_refuse_anything_else(
     write(folder, "V1__t.sql", "CREATE TABLE t (id INT);\nINSERT INTO t VALUES (1);")
     write(folder, "V2__wipe.sql", "DELETE FROM t;")
     mig = settings(dir=folder)
-    plan = pending_plan(fresh_schema, mig, environment_protected=True)
+    plan = pending_plan(fresh_schema, mig, protected=True)
     assert [(p.version, [f.kind for f in p.findings]) for p in plan.pending] == [
         (1, []),
         (2, ["delete_without_where"]),
     ]
     with pytest.raises(MigrationDestructiveChange, match=r"V2__wipe.sql: statement 1"):
-        migrate(fresh_schema, mig, environment_protected=True)
+        migrate(fresh_schema, mig, protected=True)
     write(folder, "V3__late.sql", "CREATE TABLE late (id INT);")
     with pytest.raises(MigrationPlanChanged, match=r"added since approval: V3__late.sql"):
-        migrate(fresh_schema, mig, environment_protected=True, pinned=plan.pinned)
+        migrate(fresh_schema, mig, protected=True, pinned=plan.pinned)
     (folder / "V3__late.sql").unlink()
 
     @flow(name="migrate-itest-pinned")
     def approved_run() -> MigrateReport:
-        return run_migrations(fresh_schema, mig, "prod", pinned=plan.pinned)
+        return run_migrations(fresh_schema, mig, "prod", True, pinned=plan.pinned)
 
     report = approved_run()
     from prefect.logging.handlers import APILogWorker
@@ -525,7 +517,7 @@ _FIRST_RELEASE_DDL = f"""CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (
 def test_a_history_table_from_the_first_release_is_upgraded_in_place(
     fresh_schema: MysqlTarget, tmp_path: Path
 ) -> None:
-    from stackflow.migrations import load_migrations
+    from stackflow.migrations.files import load_migrations
 
     folder = abc(tmp_path)
     files = load_migrations(folder)

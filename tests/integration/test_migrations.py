@@ -18,7 +18,11 @@ from pydantic import SecretStr
 from cli.commands.migrate import add_arguments
 from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
-from stackflow.errors import (
+from stackflow.localprefect import PrefectServer, free_port
+from stackflow.migrations.admin import repair, status
+from stackflow.migrations.apply import MigrateReport, apply_pending
+from stackflow.migrations.connection import WaitAttempt, lock_name, wait_for_database
+from stackflow.migrations.errors import (
     DatabaseAuthError,
     DatabaseUnreachable,
     MigrationChecksumError,
@@ -29,20 +33,12 @@ from stackflow.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.localprefect import PrefectServer, free_port
-from stackflow.migrations import (
-    HISTORY_TABLE,
-    MigrateReport,
-    WaitAttempt,
-    lock_name,
-    migrate,
-    repair,
-    status,
-    wait_for_database,
-)
-from stackflow.settings import MigrationSettings, MysqlTarget, get_settings
+from stackflow.migrations.files import load_migrations
+from stackflow.migrations.target import MysqlTarget
+from stackflow.schema_history import HISTORY_TABLE
+from stackflow.settings import MigrationSettings, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
-from tests.integration.migration_support import query, settings, write
+from tests.integration.migration_support import migrate, query, settings, write
 
 pytestmark = pytest.mark.integration
 
@@ -105,8 +101,9 @@ def test_noop_rerun_costs_one_query_beyond_the_lock(
         sent.append((command, sql.decode() if isinstance(sql, bytes) else str(sql)))
         return original(self, command, sql)
 
+    files = load_migrations(three)
     monkeypatch.setattr(pymysql.connections.Connection, "_execute_command", spy)
-    report = migrate(fresh_schema, settings(), three)
+    report = apply_pending(fresh_schema, settings(), files, protected=False)
     monkeypatch.undo()
     assert report.applied == [] and report.already_applied == 3
     assert all(command == pymysql.constants.COMMAND.COM_QUERY for command, _ in sent)
@@ -452,7 +449,7 @@ def test_prefect_task_migrates_and_publishes_an_artifact_without_secrets(
 
     @flow(name="migrate-itest")
     def migrate_flow(target: MysqlTarget, mig: MigrationSettings) -> MigrateReport:
-        return run_migrations(target, mig, "itest")
+        return run_migrations(target, mig, "itest", False)
 
     state = migrate_flow(fresh_schema, settings(dir=three), return_state=True)
     report = state.result()
@@ -489,7 +486,7 @@ def test_prefect_task_does_not_retry_an_auth_error(
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import TaskRunSort
 
-    from tasks.migrate import run_migrations
+    from tasks.migrate import migration_retry_policy, run_migrations
 
     wrong = MysqlTarget(
         fresh_schema.host,
@@ -501,7 +498,10 @@ def test_prefect_task_does_not_retry_an_auth_error(
 
     @flow(name="migrate-itest-auth")
     def migrate_flow(target: MysqlTarget, mig: MigrationSettings) -> MigrateReport:
-        return run_migrations(target, mig, "itest-auth")
+        policy = migration_retry_policy(mig)
+        return run_migrations.with_options(**policy.task_options())(
+            target, mig, "itest-auth", False
+        )
 
     state = migrate_flow(wrong, settings(dir=three), return_state=True)
     assert state.is_failed()
@@ -516,7 +516,7 @@ def test_prefect_task_does_not_retry_an_auth_error(
             limit=10,
         )
     (task_run,) = runs
-    # One run: the decorator declares 3 retries, but the retry condition turns auth errors down.
+    # One run: the policy allows 3 retries, but the retry condition turns auth errors down.
     assert task_run.run_count == 1 and task_run.state is not None and task_run.state.is_failed()
 
 
@@ -555,7 +555,7 @@ def test_prefect_task_retries_a_dropped_connection_and_applies_once(
     @flow(name="migrate-itest-retry")
     def migrate_flow() -> MigrateReport:
         task = run_migrations.with_options(retries=2, retry_delay_seconds=0)
-        return task(fresh_schema, settings(dir=folder), "itest-retry")
+        return task(fresh_schema, settings(dir=folder), "itest-retry", False)
 
     state = migrate_flow(return_state=True)
     killer.join(30)

@@ -1,7 +1,8 @@
 """The import rules of the design, read from the source: imports point downward only
-(cli -> deployments -> flows -> tasks -> stackflow -> programs), the command line is imported by
-nothing but its door (`python flows/run.py`), programs never import Prefect, and only the engine
-(its module and its error classifier) imports `pulumi.automation`."""
+(cli -> deployments -> flows -> pipeline -> tasks -> stackflow -> programs), the command line is
+imported by nothing but its door (`python flows/run.py`), programs never import Prefect, flows
+never import programs, only the engine imports `pulumi.automation`, and the local cloud never
+imports the migration runner."""
 
 from __future__ import annotations
 
@@ -105,4 +106,15 @@ def test_flows_never_import_programs() -> None:
         for name in imports_of(path)
         if name.split(".")[0] == "programs"
     ]
+    assert not offending, offending
+
+
+def test_the_local_cloud_never_imports_the_migration_runner() -> None:
+    offending = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources("stackflow/localcloud")
+        for name in imports_of(path)
+        if name == "stackflow.migrations" or name.startswith("stackflow.migrations.")
+    ]
+    assert sources("stackflow/localcloud"), "no sources found under stackflow/localcloud/"
     assert not offending, offending

@@ -15,7 +15,10 @@ import pytest
 from pydantic import SecretStr
 
 from stackflow import PROJECT_ROOT
-from stackflow.errors import (
+from stackflow.migrations.admin import MigrationStatus, compute_status
+from stackflow.migrations.apply import AppliedMigration, MigrateReport
+from stackflow.migrations.connection import classify, lock_name
+from stackflow.migrations.errors import (
     DatabaseAuthError,
     DatabaseTLSError,
     MigrationChecksumError,
@@ -25,21 +28,11 @@ from stackflow.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.migrations import (
-    FILE_PATTERN,
-    AppliedMigration,
-    HistoryRecord,
-    MigrateReport,
-    MigrationStatus,
-    checksum_of,
-    classify,
-    compute_plan,
-    compute_status,
-    load_migrations,
-    lock_name,
-    split_statements,
-)
-from stackflow.settings import MysqlTarget
+from stackflow.migrations.files import FILE_PATTERN, checksum_of, load_migrations
+from stackflow.migrations.history import HistoryRecord
+from stackflow.migrations.plan import compute_plan
+from stackflow.migrations.splitter import split_statements
+from stackflow.migrations.target import MysqlTarget
 
 pytestmark = pytest.mark.unit
 
@@ -377,7 +370,19 @@ def test_retry_condition_retries_only_transient_database_errors() -> None:
     assert not retried(Failed(data=MigrationSQLError("bad statement")))
     assert not retried(Completed(data=None))
     assert run_migrations.retry_condition_fn is retry_if_transient_database
-    assert run_migrations.retries == 3 and run_migrations.retry_jitter_factor == 0.5
+
+
+def test_the_migrate_task_carries_no_retry_numbers_its_policy_comes_from_settings() -> None:
+    from stackflow.settings import MigrationSettings
+    from tasks.migrate import migration_retry_policy, retry_if_transient_database, run_migrations
+
+    assert run_migrations.retries == 0  # the decorator declares only what is worth retrying
+    policy = migration_retry_policy(MigrationSettings(retries=4))
+    assert policy.base_delays() == [2.0, 4.0, 8.0, 16.0] and policy.jitter == 0.5
+    options = policy.task_options()
+    task = run_migrations.with_options(**options)
+    assert task.retries == 4 and task.retry_condition_fn is retry_if_transient_database
+    assert all(1.0 <= d <= 24.0 for d in options["retry_delay_seconds"])
 
 
 def cli_args(*argv: str) -> argparse.Namespace:

@@ -7,8 +7,8 @@ import pytest
 
 from flows.pipeline import retry_delays
 from stackflow.engine.base import ChangeCounts, PropertyChange, ResourceChange
-from stackflow.migration_lint import LintFinding
-from stackflow.migrations import MigrationPlanReport, PendingMigration
+from stackflow.migrations.lint import LintFinding
+from stackflow.migrations.plan import MigrationPlanReport, PendingMigration
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from stackflow.settings import get_settings
 
@@ -44,7 +44,7 @@ def test_a_re_preview_may_resolve_values_but_not_change_more() -> None:
 
 
 def migrations(*pending: PendingMigration) -> MigrationPlanReport:
-    return MigrationPlanReport("127.0.0.9:3306/app", list(pending), 3, [], None, True)
+    return MigrationPlanReport("127.0.0.9:3306/app", list(pending), 3, True)
 
 
 DROP = PendingMigration(
@@ -98,6 +98,24 @@ def test_the_plan_reads_the_same_on_the_terminal_in_markdown_and_as_data() -> No
         "note": "not read: database down",
         "pending": [],
     }
+
+
+def test_statements_the_lint_cannot_check_read_needs_review_everywhere() -> None:
+    call = PendingMigration(
+        5,
+        "V005__fill.sql",
+        "fill",
+        "cd" * 32,
+        ["CALL fill(3)"],
+        [LintFinding("procedure_call", 1, "CALL fill(3)", False, "the lint cannot see inside")],
+    )
+    plan = DeployPlan("prod-1", "local cloud", (StackPlan("app", "unchanged"),), migrations(call))
+    finding = "statement 1: procedure call (the lint cannot see inside)"
+    assert f"! NEEDS REVIEW: {finding}: CALL fill(3)" in "\n".join(plan.lines())
+    assert f"**NEEDS REVIEW** {finding}: `CALL fill(3)`" in plan.markdown()
+    data = migrations_dict(plan.migrations)
+    assert data is not None and data["pending"][0]["findings"][0]["needs_review"] is True
+    assert plan.migrations is not None and len(plan.migrations.blocking) == 1  # it asks approval
 
 
 def test_each_run_draws_retry_delays_around_the_doubling_setting() -> None:

@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 
 from cli.commands.migrate import add_arguments
-from stackflow.errors import MigrationFileError
-from stackflow.migration_lint import (
+from stackflow.migrations.apply import statement_kind, units_of
+from stackflow.migrations.errors import MigrationFileError
+from stackflow.migrations.files import load_migrations
+from stackflow.migrations.lint import (
     LiveColumn,
     destructive_ok_reason,
     foreign_definers,
     lint_statements,
     strip_definer,
 )
-from stackflow.migrations import load_migrations, statement_kind, units_of
-from stackflow.sqlsplit import Statement, split_statements
+from stackflow.migrations.splitter import Statement, split_statements
 
 
 def sqls(text: str) -> list[str]:

@@ -2,8 +2,10 @@
 
 A finding is a statement that can lose data: DROP TABLE/DATABASE, DROP COLUMN, TRUNCATE,
 DELETE/UPDATE without WHERE, and a MODIFY/CHANGE that narrows a column as the live schema has it
-(shorter strings, smaller integers, lost signedness or precision, NOT NULL added). A file that
-carries `-- stackflow: destructive-ok <reason>` allows its findings.
+(shorter strings, smaller integers, lost signedness or precision, NOT NULL added). A statement the
+lint cannot see into (dynamic SQL through PREPARE/EXECUTE, CALL of a procedure, an anonymous
+compound block) is a finding that "needs review". A file that carries
+`-- stackflow: destructive-ok <reason>` allows its findings.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from stackflow.sqlsplit import Statement
+from stackflow.migrations.splitter import Statement
 
 FindingKind = Literal[
     "drop_table",
@@ -23,7 +25,14 @@ FindingKind = Literal[
     "delete_without_where",
     "update_without_where",
     "narrow_column",
+    "dynamic_sql",
+    "procedure_call",
+    "compound_block",
 ]
+# Statements whose effect the lint cannot see: a person has to read them.
+REVIEW_KINDS: frozenset[FindingKind] = frozenset(
+    {"dynamic_sql", "procedure_call", "compound_block"}
+)
 
 MARKER = "-- stackflow: destructive-ok <reason>"
 _MARKER_RE = re.compile(r"^[ \t]*--[ \t]+stackflow:[ \t]*destructive-ok[ \t]+(\S[^\n]*)$", re.M)
@@ -31,7 +40,8 @@ _MARKER_RE = re.compile(r"^[ \t]*--[ \t]+stackflow:[ \t]*destructive-ok[ \t]+(\S
 
 @dataclass(frozen=True)
 class LintFinding:
-    """A statement that can lose data: its kind, number, text, and whether the file allows it."""
+    """A statement that can lose data (or that the lint cannot see into): its kind, number,
+    text, and whether the file allows it."""
 
     kind: FindingKind
     statement: int
@@ -39,8 +49,19 @@ class LintFinding:
     allowed: bool
     detail: str = ""
 
+    @property
+    def needs_review(self) -> bool:
+        """The lint cannot tell what the statement does (not that it loses data)."""
+        return self.kind in REVIEW_KINDS
+
+    @property
+    def label(self) -> str:
+        """What a plan calls it: "needs review" or "destructive"."""
+        return "needs review" if self.needs_review else "destructive"
+
     def describe(self) -> str:
-        what = self.kind.replace("_", " ")
+        """`statement <n>: <what> (<detail>)` as plans and refusals show it."""
+        what = self.kind.replace("_", " ").replace(" sql", " SQL")
         extra = f" ({self.detail})" if self.detail else ""
         return f"statement {self.statement}: {what}{extra}"
 
@@ -69,16 +90,19 @@ def destructive_ok_reason(text: str) -> str | None:
 # Comments and conditional-comment markers removed, so keywords can be matched plainly.
 _COMMENT_RE = re.compile(r"--\s[^\n]*|#[^\n]*|/\*(?!!).*?\*/|/\*!\d*|\*/", re.S)
 _STRING_RE = re.compile(r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\"")
-_IDENT = r"(?:`[^`]+`|[A-Za-z0-9_$]+)"
-_QUALIFIED = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
+IDENT = r"(?:`[^`]+`|[A-Za-z0-9_$]+)"
+QUALIFIED = rf"{IDENT}(?:\s*\.\s*{IDENT})?"
 
 
-def _normalise(sql: str) -> str:
+def normalise(sql: str) -> str:
+    """A statement without comments (conditional-comment markers too), strings emptied, on one
+    line, so keywords and names can be matched plainly."""
     text = _STRING_RE.sub("''", _COMMENT_RE.sub(" ", sql))
     return " ".join(text.split())
 
 
-def _unquote(name: str) -> str:
+def unquote_name(name: str) -> str:
+    """The last part of a maybe-qualified name, without backticks (`db`.`t` -> t)."""
     last = re.split(r"\s*\.\s*(?=[`A-Za-z0-9_$])", name.strip())[-1]
     return last.strip("`")
 
@@ -98,19 +122,22 @@ def _top_level_parts(text: str) -> list[str]:
 
 
 _ALTER_RE = re.compile(
-    rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?({_QUALIFIED})\s+(.*)$",
+    rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?({QUALIFIED})\s+(.*)$",
     re.I | re.S,
 )
 _DROP_COLUMN_RE = re.compile(
     r"^DROP\s+(?!INDEX\b|KEY\b|PRIMARY\b|FOREIGN\b|CONSTRAINT\b|CHECK\b|PARTITION\b|PERIOD\b|"
-    r"SYSTEM\b|FULLTEXT\b|SPATIAL\b|UNIQUE\b)(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(" + _IDENT + ")",
+    r"SYSTEM\b|FULLTEXT\b|SPATIAL\b|UNIQUE\b)(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(" + IDENT + ")",
     re.I,
 )
 _MODIFY_RE = re.compile(
-    rf"^MODIFY\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({_IDENT})\s+(.*)$", re.I | re.S
+    rf"^MODIFY\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({IDENT})\s+(.*)$", re.I | re.S
 )
 _CHANGE_RE = re.compile(
-    rf"^CHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({_IDENT})\s+{_IDENT}\s+(.*)$", re.I | re.S
+    rf"^CHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?({IDENT})\s+{IDENT}\s+(.*)$", re.I | re.S
+)
+_COMPOUND_RE = re.compile(
+    rf"^(?:{IDENT}\s*:\s*)?(?:BEGIN\s+NOT\s+ATOMIC|IF|CASE|LOOP|REPEAT|WHILE|FOR)\b", re.I
 )
 _TYPE_RE = re.compile(r"^([A-Za-z]+)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?", re.I)
 _INT_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "integer": 4, "bigint": 5}
@@ -168,7 +195,7 @@ def lint_statements(
         out.append(LintFinding(kind, st.number, st.sql, allowed, detail))
 
     for st in statements:
-        text = _normalise(st.sql)
+        text = normalise(st.sql)
         upper = text.upper()
         if re.match(r"^DROP\s+TABLE\b", upper):
             add("drop_table", st)
@@ -180,18 +207,24 @@ def lint_statements(
             add("delete_without_where", st)
         elif re.match(r"^UPDATE\b", upper) and not re.search(r"\bWHERE\b", upper):
             add("update_without_where", st)
+        elif re.match(r"^(PREPARE|EXECUTE)\b", upper):
+            add("dynamic_sql", st, "what it runs is built when it runs")
+        elif re.match(r"^CALL\b", upper):
+            add("procedure_call", st, "the lint cannot see what the procedure does")
+        elif _COMPOUND_RE.match(text):
+            add("compound_block", st, "the lint cannot see into it")
         elif (alter := _ALTER_RE.match(text)) is not None:
-            table = _unquote(alter[1])
+            table = unquote_name(alter[1])
             for part in _top_level_parts(alter[2]):
                 if (drop := _DROP_COLUMN_RE.match(part)) is not None:
-                    add("drop_column", st, f"{table}.{_unquote(drop[1])}")
+                    add("drop_column", st, f"{table}.{unquote_name(drop[1])}")
                     continue
                 change = _MODIFY_RE.match(part) or _CHANGE_RE.match(part)
                 if change is None or columns is None:
                     continue
-                live = columns(table, _unquote(change[1]))
+                live = columns(table, unquote_name(change[1]))
                 if live is not None and (why := _narrowing(live, change[2])) is not None:
-                    add("narrow_column", st, f"{table}.{_unquote(change[1])}: {why}")
+                    add("narrow_column", st, f"{table}.{unquote_name(change[1])}: {why}")
     return out
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stackflow.errors import MigrationFileError
+from stackflow.migrations.errors import MigrationFileError
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,13 @@ class Statement:
 
 
 _FIRST_WORD_RE = re.compile(r"(?:\s|/\*!\d*)*([A-Za-z_]+)")
+
+
+def one_line(sql: str, limit: int = 120) -> str:
+    """A statement on one line, cut at `limit` characters (for plans, refusals and logs)."""
+    text = " ".join(sql.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 # One token per match; the unrolled string patterns stay linear on long literals.
 _TOKEN = (

@@ -1,0 +1,84 @@
+"""Checks of a pending file against the live server before anything runs: DEFINER clauses naming
+another user, statements over max_allowed_packet, and the live columns the lint judges a
+narrowing MODIFY against."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stackflow.migrations.connection import MysqlConnection
+from stackflow.migrations.errors import MigrationDefinerError, MigrationStatementTooLarge
+from stackflow.migrations.files import Migration
+from stackflow.migrations.lint import ColumnLookup, LiveColumn, foreign_definers, strip_definer
+from stackflow.migrations.splitter import Statement
+
+STRIP_DEFINER = "--strip-definer (STACKFLOW_MIGRATIONS_STRIP_DEFINER=true)"
+
+
+def live_columns(conn: MysqlConnection, database: str) -> ColumnLookup:
+    """A lookup of the schema's columns as information_schema has them now (one query, lazily)."""
+    cache: dict[tuple[str, str], LiveColumn] | None = None
+
+    def lookup(table: str, column: str) -> LiveColumn | None:
+        nonlocal cache
+        if cache is None:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, "
+                    "CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, IS_NULLABLE "
+                    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s",
+                    (database,),
+                )
+                cache = {
+                    (str(t).lower(), str(c).lower()): LiveColumn(
+                        str(dt).lower(),
+                        str(ct).lower(),
+                        None if ln is None else int(ln),
+                        None if p is None else int(p),
+                        None if sc is None else int(sc),
+                        nl == "YES",
+                    )
+                    for t, c, dt, ct, ln, p, sc, nl in cur.fetchall()
+                }
+        return cache.get((table.lower(), column.lower()))
+
+    return lookup
+
+
+def prepared_statements(m: Migration, user: str, strip_definers: bool) -> tuple[Statement, ...]:
+    """The statements to send: DEFINER clauses stripped when asked.
+
+    Raises:
+        MigrationDefinerError: a DEFINER names a user other than `user` and stripping is off.
+    """
+    foreign = foreign_definers(m.statements, user)
+    if not foreign:
+        return m.statements
+    if not strip_definers:
+        number, clause = foreign[0]
+        raise MigrationDefinerError(
+            f"{m.filename}: statement {number} has {clause}, a user other than the migration user "
+            f"'{user}' (creating it needs SUPER or SET USER). Drop the clauses with "
+            f"{STRIP_DEFINER} so the migration user owns the objects, or edit the file"
+        )
+    return tuple(Statement(s.number, s.line, strip_definer(s.sql)) for s in m.statements)
+
+
+def max_allowed_packet(conn: MysqlConnection) -> int:
+    """The server's max_allowed_packet (bytes)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@max_allowed_packet")
+        row = cur.fetchone()
+    return int(row[0]) if row else 16 * 1024 * 1024
+
+
+def check_sizes(m: Migration, statements: Sequence[Statement], limit: int) -> None:
+    """Raises MigrationStatementTooLarge naming the first statement larger than `limit` bytes."""
+    for st in statements:
+        size = len(st.sql.encode("utf-8")) + 1  # the command byte
+        if size > limit:
+            raise MigrationStatementTooLarge(
+                f"{m.filename}: statement {st.number} (line {st.line}) is {size} bytes, over the "
+                f"server's max_allowed_packet of {limit}; split it (e.g. a multi-row INSERT into "
+                "several) or raise max_allowed_packet on the server"
+            )
