@@ -486,7 +486,8 @@ def test_prefect_task_does_not_retry_an_auth_error(
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import TaskRunSort
 
-    from tasks.migrate import migration_retry_policy, run_migrations
+    from stackflow.retry import migration_policy
+    from tasks.migrate import run_migrations
 
     wrong = MysqlTarget(
         fresh_schema.host,
@@ -498,7 +499,7 @@ def test_prefect_task_does_not_retry_an_auth_error(
 
     @flow(name="migrate-itest-auth")
     def migrate_flow(target: MysqlTarget, mig: MigrationSettings) -> MigrateReport:
-        policy = migration_retry_policy(mig)
+        policy = migration_policy(mig.retries)
         return run_migrations.with_options(**policy.task_options())(
             target, mig, "itest-auth", False
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stackflow.drift import DriftMarks
-from stackflow.environments import CloudMismatch, check_cloud, record_deploy
+from stackflow.environments import CloudMismatch, check_cloud, record_outcome, records_of
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 
 def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: Path) -> None:
     local = get_settings(state_dir=tmp_path, environment="dev", cloud="local")
-    record_deploy(local)
+    record_outcome(records_of(local), local, succeeded=True)
     check_cloud(local)  # the same cloud: fine
 
     aws = get_settings(
@@ -30,7 +30,7 @@ def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: 
         check_cloud(aws)
     message = str(info.value)
     assert "'dev'" in message and "local cloud" in message and "AWS" in message
-    assert "STACKFLOW_CLOUD=local" in message and "Nothing was changed" in message
+    assert "--cloud local" in message and "Nothing was changed" in message
     assert sorted(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()) == before
     check_cloud(
         get_settings(state_dir=tmp_path, environment="staging", cloud="aws", state_passphrase="x")

@@ -373,11 +373,12 @@ def test_retry_condition_retries_only_transient_database_errors() -> None:
 
 
 def test_the_migrate_task_carries_no_retry_numbers_its_policy_comes_from_settings() -> None:
+    from stackflow.retry import migration_policy
     from stackflow.settings import MigrationSettings
-    from tasks.migrate import migration_retry_policy, retry_if_transient_database, run_migrations
+    from tasks.migrate import retry_if_transient_database, run_migrations
 
     assert run_migrations.retries == 0  # the decorator declares only what is worth retrying
-    policy = migration_retry_policy(MigrationSettings(retries=4))
+    policy = migration_policy(MigrationSettings(retries=4).retries)
     assert policy.base_delays() == [2.0, 4.0, 8.0, 16.0] and policy.jitter == 0.5
     options = policy.task_options()
     task = run_migrations.with_options(**options)
