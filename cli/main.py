@@ -71,7 +71,7 @@ def _command(args: argparse.Namespace, settings: Any) -> int:
         return server.run(args, settings)
     if args.command == "cloud":
         return int(cloud.run(args, settings))
-    from pipeline.graph import database_target
+    from graph import database_target
 
     return int(migrate.run(args, settings, target_from_stack=lambda: database_target(settings)))
 
@@ -89,7 +89,7 @@ def _refusal(args: argparse.Namespace, settings: Any) -> int | None:
         check_cloud(settings)
         if args.command == "destroy":
             settings.confirm_destroy(args.yes)
-            from pipeline.graph import GRAPH
+            from graph import GRAPH
 
             for name in GRAPH.select(chosen_stacks(args)):
                 guard = GRAPH[name].destroy_guard

@@ -162,7 +162,7 @@ def chosen_stacks(args: argparse.Namespace) -> list[str]:
         UnknownStackError: a name the graph does not declare, naming the accepted stacks.
     """
     names: list[str] = list(getattr(args, "stacks", None) or [])
-    from pipeline.graph import GRAPH
+    from graph import GRAPH
 
     GRAPH.select(names)
     return names

@@ -9,7 +9,7 @@ from prefect.events import emit_event
 from prefect.logging import get_run_logger
 
 from flows.pipeline import PipelineRequest, run_pipeline
-from pipeline.graph import GRAPH
+from graph import GRAPH
 from stackflow.engine import Operation, get_engine
 from stackflow.environments import forget, list_environments, records_of
 from stackflow.errors import StackflowError

@@ -32,7 +32,7 @@ from flows.summary import (
     publish,
 )
 from flows.walk import announce_phase, build_context, retry_delays, steps_of, walk_graph
-from pipeline.graph import GRAPH
+from graph import GRAPH
 from stackflow.backends import mask_url
 from stackflow.engine import Operation
 from stackflow.environments import (

@@ -10,7 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
 from flows.approval import Decision
-from pipeline.graph import GRAPH
+from graph import GRAPH
 from stackflow.errors import StackflowError
 from stackflow.plan import markdown_cell, migrations_markdown
 from tasks.stacks import StackOutcome

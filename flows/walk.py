@@ -12,7 +12,7 @@ from prefect.exceptions import UpstreamTaskError
 from prefect.futures import PrefectFuture
 
 from flows.summary import PipelineSummary
-from pipeline.graph import GRAPH
+from graph import GRAPH
 from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError

@@ -145,7 +145,7 @@ def settings_for(variables: dict[str, str], environment: str, cloud: str | None 
 
 def outputs(variables: dict[str, str], environment: str) -> dict[str, dict[str, Any]]:
     """Every stack's outputs (plain values, secrets included) from the real backend."""
-    from pipeline.graph import GRAPH
+    from graph import GRAPH
     from stackflow.engine import get_engine
     from stackflow.graph import bare_spec
 

@@ -8,7 +8,7 @@ import json
 
 def run(args: argparse.Namespace) -> int:
     """Print the graph as Mermaid, or its nodes as one JSON object (--json); 0."""
-    from pipeline.graph import GRAPH
+    from graph import GRAPH
 
     if args.json:
         print(json.dumps(GRAPH.as_dict(), indent=2))

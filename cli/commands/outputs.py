@@ -16,7 +16,7 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     Raises:
         UnknownStackError: --stacks names a stack the graph does not declare.
     """
-    from pipeline.graph import GRAPH
+    from graph import GRAPH
     from stackflow.engine import get_engine
     from stackflow.graph import bare_spec, user_outputs
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from pipeline.graph import GRAPH
+from graph import GRAPH
 from stackflow.engine import OutputValue
 from stackflow.errors import MissingOutputError, UnknownStackError
 from stackflow.graph import (

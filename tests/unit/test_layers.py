@@ -1,5 +1,5 @@
 """The import rules of the design, read from the source: imports point downward only
-(cli -> deployments -> flows -> pipeline -> tasks -> stackflow -> programs), the command line is
+(cli -> deployments -> flows -> graph -> tasks -> stackflow -> programs), the command line is
 imported by nothing but its door (`python flows/run.py`), programs never import Prefect, flows
 never import programs, only the engine imports `pulumi.automation`, and the local cloud never
 imports the migration runner."""
@@ -18,7 +18,7 @@ LAYERS = [
     "cli",
     "deployments",
     "flows",
-    "pipeline",
+    "graph",
     "tasks",
     "stackflow",
     "programs",
@@ -99,7 +99,7 @@ def test_only_the_engine_and_its_error_classifier_import_the_automation_api() ->
 
 
 def test_flows_never_import_programs() -> None:
-    """Flows walk the graph; only the graph's declaration (pipeline/) and tasks know programs."""
+    """Flows walk the graph; only the graph's declaration (graph/) and tasks know programs."""
     offending = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sources("flows")
