@@ -48,6 +48,14 @@ _USER_HOSTS = ("127.0.0.1", "localhost", "%")
 _START_TIMEOUT_S = 60.0
 
 
+class MariaDBBootstrapError(LocalDatabaseError):
+    """`mariadb-install-db` failed (twice); `log` is its log file."""
+
+    def __init__(self, message: str, log: Path) -> None:
+        super().__init__(message)
+        self.log = log
+
+
 @dataclass(frozen=True)
 class LocalServer:
     """A local MariaDB started from a base folder (recorded in server.json; no secrets)."""
@@ -189,6 +197,22 @@ def log_tail(path: Path, chars: int = 2000) -> str:
         return "(no log)"
 
 
+def private_tmpdir(base_dir: Path) -> Path:
+    """An empty temporary folder of the server's own in base_dir (0700), for `--tmpdir`.
+
+    The system /tmp is shared with every other program: a MariaDB that puts its temporary tables
+    there may find another's files or lose its own (`#sql-temptable-... not found`).
+    """
+    folder = base_dir / "tmp"
+    shutil.rmtree(folder, ignore_errors=True)  # no server runs from base_dir: nothing in use
+    folder.mkdir(parents=True, mode=0o700)
+    folder.chmod(0o700)  # mkdir's mode is masked by the umask
+    return folder
+
+
+_INSTALL_ATTEMPTS = 2  # a bootstrap that failed once for a passing reason gets one more try
+
+
 def _install(
     base_dir: Path, data: Path, log: Callable[[str], None], server_args: Sequence[str] = ()
 ) -> None:
@@ -196,29 +220,41 @@ def _install(
     log(f"initialising a MariaDB data folder in {data}")
     # Initialise beside the final folder, then rename: a crash never leaves a half-made datadir.
     staging = data.with_name(f"{data.name}.initialising")
-    shutil.rmtree(staging, ignore_errors=True)
-    args = [
-        install_db,
-        "--no-defaults",
-        f"--datadir={staging}",
-        "--auth-root-authentication-method=socket",
-        "--skip-test-db",
-        *server_args,  # passed on to the bootstrap mariadbd (InnoDB sizes must match the runs)
-    ]
-    if os.geteuid() == 0:
-        args.append("--user=root")
-    else:
-        args.append(f"--auth-root-socket-user={_admin_user()}")
     install_log = base_dir / "install.log"
-    with install_log.open("wb") as out:
-        result = subprocess.run(
-            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    install_log.unlink(missing_ok=True)
+    for attempt in range(1, _INSTALL_ATTEMPTS + 1):
+        shutil.rmtree(staging, ignore_errors=True)
+        args = [
+            install_db,
+            "--no-defaults",
+            f"--datadir={staging}",
+            f"--tmpdir={private_tmpdir(base_dir)}",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+            *server_args,  # passed on to the bootstrap mariadbd (InnoDB sizes must match the runs)
+        ]
+        if os.geteuid() == 0:
+            args.append("--user=root")
+        else:
+            args.append(f"--auth-root-socket-user={_admin_user()}")
+        with install_log.open("ab") as out:
+            out.write(f"== attempt {attempt} of {_INSTALL_ATTEMPTS}: {' '.join(args)}\n".encode())
+            out.flush()
+            result = subprocess.run(
+                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        if result.returncode == 0:
+            staging.rename(data)
+            return
+        log(
+            f"mariadb-install-db failed (exit {result.returncode}, attempt {attempt}); see {install_log}"
         )
-    if result.returncode != 0:
-        raise LocalDatabaseError(
-            f"mariadb-install-db failed (exit {result.returncode}); {install_log}:\n{log_tail(install_log)}"
-        )
-    staging.rename(data)
+    shutil.rmtree(staging, ignore_errors=True)
+    raise MariaDBBootstrapError(
+        f"mariadb-install-db failed {_INSTALL_ATTEMPTS} times (last exit {result.returncode}); "
+        f"its log is {install_log}:\n{log_tail(install_log)}",
+        install_log,
+    )
 
 
 def _copy_template(template: Path, data: Path, log: Callable[[str], None]) -> None:
@@ -286,6 +322,7 @@ def _start(
         f"--bind-address={host}",
         f"--socket={sock}",
         f"--pid-file={base_dir / 'mariadbd.pid'}",
+        f"--tmpdir={private_tmpdir(base_dir)}",
         "--skip-log-bin",
         "--skip-name-resolve",
         "--innodb-buffer-pool-size=32M",

@@ -253,6 +253,18 @@ class Dataplane:
             with self._lock:
                 handler(call)
 
+    def before_api_call(self, call: ApiCall) -> None:
+        """Prepare what a mutating AWS request will need, before the cloud acts on it: the data
+        folder every database copies (initialised once) before `CreateDBInstance`.
+
+        Raises:
+            LocalDatabaseError: the data folder could not be initialised (names the log).
+        """
+        if (call.service, call.action) != (RDS, "CreateDBInstance"):
+            return
+        if (call.param("Engine") or "mysql").lower() in MYSQL_ENGINES:
+            self._template()
+
     def start_all(self, _backend: object = None) -> list[str]:
         """Start every recorded database (unless stopped through the API) and every stand-in.
 
@@ -346,12 +358,17 @@ class Dataplane:
     def _save_db(self, record: DatabaseRecord) -> None:
         _write_json(self._db_dir(record.identifier) / "instance.json", asdict(record))
 
-    def _ensure_running(self, record: DatabaseRecord) -> None:
+    def _template(self) -> Path:
+        """The data folder every database copies, initialised on first use."""
         template = self.dir / "template"
         started = time.monotonic()
         if prepare_template(template, server_args=SERVER_ARGS, log=self._log):
             self.template_seconds = time.monotonic() - started
             self._log(f"initialised the data plane's template in {self.template_seconds:.2f}s")
+        return template
+
+    def _ensure_running(self, record: DatabaseRecord) -> None:
+        template = self._template()
         base = self._db_dir(record.identifier)
         already = running_server(base)
         if already is not None and (already.host, already.port) == (record.host, record.port):

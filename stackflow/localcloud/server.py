@@ -41,11 +41,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlencode
+from xml.sax.saxutils import escape as xml_escape
 
 from stackflow.errors import StackflowError
 from stackflow.localcloud.paths import (
@@ -532,6 +534,7 @@ class Journal:
 
 
 class DataplaneLike(Protocol):
+    def before_api_call(self, call: Any) -> None: ...
     def on_api_call(self, call: Any) -> None: ...
     def start_all(self) -> None: ...
     def stop_all(self) -> None: ...
@@ -540,6 +543,9 @@ class DataplaneLike(Protocol):
 
 class _NoDataplane:
     """Stands in while `stackflow.localcloud.dataplane` does not exist: no databases, no apps."""
+
+    def before_api_call(self, call: Any) -> None:
+        return None
 
     def on_api_call(self, call: Any) -> None:
         return None
@@ -631,6 +637,38 @@ class _Response:
     @property
     def code(self) -> int:
         return int(self.status.split(" ", 1)[0])
+
+
+def aws_error(request: AwsRequest, code: str, message: str, status: int = 500) -> _Response:
+    """An error answer in the request's protocol, as AWS shapes it (botocore reads the code and
+    message from it)."""
+    request_id = str(uuid.uuid4())
+    reason = "INTERNAL SERVER ERROR" if status >= 500 else "BAD REQUEST"
+    if request.protocol == "query":
+        code_xml, message_xml = xml_escape(code), xml_escape(message)
+        if request.service == "ec2":
+            text = (
+                f"<Response><Errors><Error><Code>{code_xml}</Code><Message>{message_xml}"
+                f"</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>"
+            )
+        else:
+            side = "Receiver" if status >= 500 else "Sender"
+            text = (
+                f"<ErrorResponse><Error><Type>{side}</Type><Code>{code_xml}</Code>"
+                f"<Message>{message_xml}</Message></Error><RequestId>{request_id}</RequestId>"
+                "</ErrorResponse>"
+            )
+        body, content_type = text.encode(), "text/xml"
+    else:
+        body = json.dumps({"__type": code, "message": message}).encode()
+        content_type = "application/x-amz-json-1.1"
+    headers = [
+        ("Content-Type", content_type),
+        ("Content-Length", str(len(body))),
+        ("x-amzn-RequestId", request_id),
+        ("x-amzn-ErrorType", code),
+    ]
+    return _Response(f"{status} {reason}", headers, body)
 
 
 def _json_response(
@@ -758,6 +796,10 @@ class CloudApp:
             with contextlib.suppress(OSError, EOFError):
                 plain = gzip.decompress(body)
         request = parse_request(method, path, query, headers, plain)
+        if replay is None and request.mutating:
+            refusal = self._prepare(request)
+            if refusal is not None:
+                return refusal, None
         started = time.monotonic()
         hook: Any = None
         with self._lock:
@@ -796,6 +838,22 @@ class CloudApp:
                     f" journal #{seq}" if hook is not None else "",
                 )
         return response, hook
+
+    def _prepare(self, request: AwsRequest) -> _Response | None:
+        """Let the data plane prepare what a request will need (a database's data folder) before
+        moto makes the resource; its failure fails the request, so nothing is made half."""
+        call = _api_call(request.service, request.action, request.params, b"")
+        try:
+            self.dataplane.before_api_call(call)
+        except StackflowError as exc:
+            reason = str(exc).splitlines()[0]
+            log.warning("%s %s refused: %s", request.service, request.action, reason)
+            return aws_error(
+                request,
+                "InternalFailure",
+                f"the local cloud's data plane could not prepare {request.action}: {reason}",
+            )
+        return None
 
     def _call_moto(self, environ: dict[str, Any]) -> _Response:
         captured = _Response()

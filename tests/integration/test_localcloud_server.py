@@ -7,6 +7,7 @@ import argparse
 import base64
 import io
 import json
+import os
 import secrets
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
+from botocore.exceptions import ClientError
 
 from flows.cloud_cli import add_arguments
 from flows.cloud_cli import run as cli_run
@@ -380,6 +382,39 @@ def test_knobs_take_consumes_counts_across_calls(local_cloud: LocalCloud) -> Non
     finally:
         clear_knobs(url)
     assert take(url, *rds) == {"latency_s": 0.0, "fault": None}
+
+
+def test_a_failed_database_bootstrap_fails_the_create_naming_its_log(
+    private_cloud: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local cloud's CreateDBInstance fails, as AWS shapes an error, when the data plane
+    cannot initialise a MariaDB data folder (`mariadb-install-db` fails twice): the answer names
+    the log, and no instance is left behind in the cloud or its journal."""
+    state_dir, port = private_cloud
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "mariadb-install-db").write_text("#!/bin/sh\necho 'no room at the inn' >&2\nexit 1\n")
+    (tools / "mariadb-install-db").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    server = ensure_cloud(cloud_root(state_dir), port, region=REGION, say=_quiet)
+    rds = CloudContext(server.url, REGION).client("rds")
+
+    with pytest.raises(ClientError) as refused:
+        rds.create_db_instance(
+            DBInstanceIdentifier="no-bootstrap",
+            Engine="mysql",
+            DBInstanceClass="db.t3.micro",
+            MasterUsername="admin",
+            MasterUserPassword="bootstrap-test-password",
+            AllocatedStorage=20,
+        )
+
+    error = refused.value.response["Error"]
+    assert error["Code"] == "InternalFailure"
+    assert str(server.root / "dataplane" / "install.log") in error["Message"]
+    assert "bootstrap-test-password" not in error["Message"]
+    assert rds.describe_db_instances()["DBInstances"] == []
+    assert not [e for e in _journal(server.root) if e["action"] == "CreateDBInstance"]
 
 
 def test_concurrent_starts_share_one_server_and_stop_ends_it(
