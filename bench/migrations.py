@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from stackflow.localdb import ensure_local_mariadb, stop_local_mariadb
-from stackflow.localprefect import free_port
 from stackflow.migrations import migrate
+from stackflow.processes import free_port
 from stackflow.settings import MigrationSettings
 from stackflow.sqlsplit import split_statements
 

@@ -53,7 +53,7 @@ from stackflow.errors import (
     StackError,
     StackflowError,
 )
-from stackflow.localdb import pid_alive
+from stackflow.processes import pid_alive
 from stackflow.redact import MASK, Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings

@@ -58,7 +58,7 @@ from stackflow.localcloud.paths import (
     server_log,
     server_record,
 )
-from stackflow.localdb import folder_lock, log_tail, pid_alive, port_free
+from stackflow.processes import folder_lock, log_tail, pid_alive, port_free
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet

@@ -25,8 +25,8 @@ import pytest
 
 from flows.run import main
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
-from stackflow.localprefect import free_port
 from stackflow.migrations import HistoryRecord
+from stackflow.processes import free_port
 from stackflow.settings import MysqlTarget
 from tests.faults.conftest import fault_variables
 from tests.faults.helpers import (

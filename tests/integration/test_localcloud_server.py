@@ -33,7 +33,7 @@ from stackflow.localcloud.server import (
     stop_cloud,
     unseal,
 )
-from stackflow.localprefect import free_port
+from stackflow.processes import free_port
 from tests.fixtures.localcloud import LocalCloud
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,7 @@ from stackflow.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.localprefect import PrefectServer, free_port
+from stackflow.localprefect import PrefectServer
 from stackflow.migrations import (
     HISTORY_TABLE,
     MigrateReport,
@@ -40,6 +40,7 @@ from stackflow.migrations import (
     status,
     wait_for_database,
 )
+from stackflow.processes import free_port
 from stackflow.settings import MigrationSettings, MysqlTarget, get_settings
 from tests.fixtures.mariadb import LocalMariaDB
 from tests.integration.migration_support import query, settings, write
