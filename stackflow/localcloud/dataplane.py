@@ -43,6 +43,7 @@ from typing import Any
 from stackflow.errors import StackflowError
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.dataplane_app import AppStandIn
+from stackflow.localcloud.errors import DataplaneError
 from stackflow.localdb import (
     admin_connection,
     dump_local_mariadb,
@@ -94,10 +95,6 @@ def address_pool(root: Path) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Addre
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,254}$")
 _TRUE = "true"
 _TCP_LISTEN = "0A"  # the LISTEN state in /proc/net/tcp
-
-
-class DataplaneError(StackflowError):
-    """The data plane could not serve a database or load balancer (names which, and why)."""
 
 
 @dataclass(frozen=True)

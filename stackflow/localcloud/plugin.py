@@ -25,6 +25,7 @@ import grpc
 from google.protobuf import empty_pb2
 
 from stackflow.localcloud.context import CloudContext
+from stackflow.localcloud.errors import FaultInjected
 from stackflow.localcloud.registry import UNKNOWN, Props, Registry, ResourceType, auto_name
 from stackflow.localcloud.wire import contains_unknown, from_struct, to_struct
 
@@ -35,14 +36,6 @@ DEFAULT_REGION = "eu-west-1"
 CRASH_EXIT_CODE = 70  # the exit status of a plugin that a `crash` knob ended (EX_SOFTWARE)
 _NAME_PREFIX_SUFFIX = 26  # terraform's prefixed unique ids: prefix + 26 characters
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])
-
-
-class FaultInjected(Exception):
-    """A fault the local cloud's knobs asked for, shaped like the AWS error it stands for."""
-
-    def __init__(self, code: str, message: str, operation: str = "") -> None:
-        super().__init__(f"{code}: {message}")
-        self.code, self.message, self.operation = code, message, operation
 
 
 # The AWS service a type token's module calls, as botocore names it in errors (its service id).
@@ -182,10 +175,7 @@ class ProviderServicer:
         if self.package != "aws" or not self._has_control_api():
             return
         node, environment = _node_and_environment(urn)
-        answer = self.ctx.control(
-            "knobs/take",
-            {"node": node, "environment": environment, "type": token, "operation": operation},
-        )
+        answer = self.ctx.control_api.take_knobs(node, environment, token, operation)
         if not answer:
             return
         delay = float(answer.get("latency_s") or 0)
@@ -209,12 +199,8 @@ class ProviderServicer:
     def _has_control_api(self) -> bool:
         """Whether the endpoint is stackflow's cloud server (a bare moto has no knobs)."""
         if self._control is None:
-            import urllib.error
-
-            try:
-                self._control = bool(self.ctx.control("health").get("ok"))
-            except (urllib.error.HTTPError, ValueError):
-                self._control = False
+            answer = self.ctx.control_api.health(timeout_s=10.0)
+            self._control = bool(answer and answer.get("ok"))
         return self._control
 
     # -- the plugin itself --

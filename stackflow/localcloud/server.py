@@ -50,6 +50,7 @@ from urllib.parse import parse_qsl, urlencode
 from xml.sax.saxutils import escape as xml_escape
 
 from stackflow.errors import StackflowError
+from stackflow.localcloud.errors import CloudServerError as CloudServerError  # flows import it here
 from stackflow.localcloud.paths import (
     journal_key,
     journal_path,
@@ -74,10 +75,6 @@ _MODULE = "stackflow.localcloud.server"
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 log = logging.getLogger("stackflow.localcloud")
-
-
-class CloudServerError(StackflowError):
-    """The local cloud's server could not be started, reached or stopped."""
 
 
 @dataclass(frozen=True)
