@@ -25,6 +25,7 @@ from stackflow.localdb.accounts import (
     admin_connection,
     ensure_local_mariadb,
     grant_database,
+    quote_identifier,
     set_user,
 )
 from stackflow.localdb.bootstrap import prepare_template
@@ -34,6 +35,7 @@ from stackflow.localdb.layout import find_binary, socket_path
 from stackflow.localdb.server import (
     AdminConnection,
     LocalServer,
+    forget_server,
     running_server,
     start_local_mariadb,
     stop_local_mariadb,
@@ -47,8 +49,10 @@ __all__ = [
     "dump_local_mariadb",
     "ensure_local_mariadb",
     "find_binary",
+    "forget_server",
     "grant_database",
     "prepare_template",
+    "quote_identifier",
     "running_server",
     "set_user",
     "socket_path",

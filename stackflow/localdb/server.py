@@ -238,3 +238,10 @@ def stop_local_mariadb(base_dir: Path) -> bool:
         stop(server.pid, timeout_s=_STOP_TIMEOUT_S)
         Path(server.socket).unlink(missing_ok=True)
         return True
+
+
+def forget_server(base_dir: Path) -> None:
+    """Remove the record and pid file of a stopped server (before its folder moves: they name
+    the old paths)."""
+    record_path(base_dir).unlink(missing_ok=True)
+    pid_file(base_dir).unlink(missing_ok=True)

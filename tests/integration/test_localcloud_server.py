@@ -24,15 +24,9 @@ from stackflow import PROJECT_ROOT
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.knobs import KnobsError, clear_knobs, get_knobs, set_knobs, take
 from stackflow.localcloud.paths import cloud_root, journal_key, passphrase
-from stackflow.localcloud.server import (
-    CloudServer,
-    cloud_status,
-    ensure_cloud,
-    parse_request,
-    seal,
-    stop_cloud,
-    unseal,
-)
+from stackflow.localcloud.server import CloudServer, cloud_status, ensure_cloud, stop_cloud
+from stackflow.localcloud.server.requests import parse_request
+from stackflow.localcloud.server.sealing import seal, unseal
 from stackflow.processes import free_port
 from tests.fixtures.localcloud import LocalCloud
 
