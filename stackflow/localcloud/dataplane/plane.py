@@ -12,6 +12,7 @@ from stackflow.localcloud.dataplane.addresses import Addresses
 from stackflow.localcloud.dataplane.balancers import Balancers
 from stackflow.localcloud.dataplane.calls import ApiCall
 from stackflow.localcloud.dataplane.databases import Databases
+from stackflow.localcloud.dataplane.keeper import Keeper
 from stackflow.localcloud.paths import dataplane_dir
 
 
@@ -39,6 +40,7 @@ class Dataplane:
         self.databases = Databases(self.dir, addresses, self._log)
         self.balancers = Balancers(self.dir, addresses, endpoint, region, self._log)
         self._handlers = {**self.databases.handlers(), **self.balancers.handlers()}
+        self.keeper = Keeper(self.databases, self._lock, self._log)
 
     @property
     def start_times(self) -> dict[str, float]:
@@ -88,8 +90,14 @@ class Dataplane:
             self._log(f"local cloud data plane: {problem}")
         return problems
 
+    def keep_alive(self) -> None:
+        """From now on, start again a database whose server dies (see keeper.py); `stop_all`
+        ends this first."""
+        self.keeper.start()
+
     def stop_all(self) -> None:
         """Stop every database server and app stand-in; their records stay for `start_all`."""
+        self.keeper.stop()  # not under the lock: the keeper may be waiting for it
         with self._lock:
             self.balancers.stop_all()
             self.databases.stop_all()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackflow.errors import StackflowError
+from stackflow.localcloud.errors import JournalError
 from stackflow.localcloud.paths import journal_key, journal_path
 from stackflow.localcloud.server.determinism import Clock, seed_for
 from stackflow.localcloud.server.hooks import DataplaneLike, HookWorker, api_call
@@ -164,12 +165,22 @@ class CloudApp:
             ok = 200 <= response.code < 300
             if request.mutating and ok and replay is None:
                 entry = self.journal.entry(seq, at, request, method, path, query, headers)
-                self.journal.append(entry, plain)
-                # Queued under the AWS lock: hooks run in journal order, but outside the lock
-                # (a hook may call this server).
-                hook = self._hook_worker.submit(
-                    api_call(request.service, request.action, request.params, response.body)
-                )
+                try:
+                    self.journal.append(entry, plain)
+                except JournalError as exc:
+                    log.error("%s %s not journaled: %s", request.service, request.action, exc)
+                    response = aws_error(
+                        request,
+                        "InternalFailure",
+                        f"the local cloud could not record {request.action} in its journal "
+                        f"({exc}); the running cloud has the change, a restart would lose it",
+                    )
+                else:
+                    # Queued under the AWS lock: hooks run in journal order, but outside the
+                    # lock (a hook may call this server).
+                    hook = self._hook_worker.submit(
+                        api_call(request.service, request.action, request.params, response.body)
+                    )
             if replay is None:
                 log.info(
                     "%s %s %s -> %d (%.0f ms)%s",

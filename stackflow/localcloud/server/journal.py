@@ -6,12 +6,12 @@ import base64
 import datetime as dt
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
+from stackflow.localcloud.server import framed
 from stackflow.localcloud.server.requests import JOURNAL_HEADERS, AwsRequest
 from stackflow.localcloud.server.sealing import is_secret_field, seal, unseal
 
@@ -22,7 +22,8 @@ log = logging.getLogger("stackflow.localcloud")
 
 
 class Journal:
-    """`journal.jsonl`: one JSON object per successful mutating request, secrets sealed."""
+    """`journal.jsonl`: one checksummed JSON line per successful mutating request, secrets
+    sealed, flushed to disk before the request is answered (see framed.py)."""
 
     def __init__(self, path: Path, fernet: Fernet) -> None:
         self.path = path
@@ -30,19 +31,14 @@ class Journal:
         self.next_seq = 0
 
     def entries(self) -> list[dict[str, Any]]:
-        """Every readable entry, in order; a torn last line (a crash mid-write) is skipped."""
-        found: list[dict[str, Any]] = []
-        try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
-            return found
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                found.append(json.loads(line))
-            except ValueError:
-                log.warning("journal line %d of %s is not JSON; skipped", number, self.path)
+        """Every entry, in order, after cutting off a torn last line (a crash mid-write); sets
+        the next sequence number. Call it once, at start, before any append.
+
+        Raises:
+            JournalError: a line is damaged (names the file and the line).
+        """
+        framed.repair(self.path)
+        found = framed.read(self.path)
         if found:
             self.next_seq = max(int(e.get("seq", -1)) for e in found) + 1
         return found
@@ -80,16 +76,18 @@ class Journal:
         }
 
     def append(self, entry: dict[str, Any], raw_body: bytes) -> None:
+        """Write an entry (with the raw body of a REST request we could not parse).
+
+        Raises:
+            JournalError: it could not be written; the journal is as it was.
+        """
         if entry["body"] is None and raw_body:
             # REST bodies we cannot parse are kept as they came (no known secret fields inside).
             try:
                 entry["body"] = {"text": raw_body.decode("utf-8")}
             except UnicodeDecodeError:
                 entry["body"] = {"base64": base64.b64encode(raw_body).decode()}
-        line = json.dumps(entry, separators=(",", ":")) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as handle:
-            handle.write(line)
+        framed.append(self.path, entry)
         self.next_seq = int(entry["seq"]) + 1
 
     def request_of(self, entry: Mapping[str, Any]) -> tuple[str, bytes, dict[str, str]]:

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from stackflow.localcloud.errors import JournalError
 from stackflow.localcloud.paths import knobs_path, passphrase
 from stackflow.localcloud.server.app import CloudApp
 from stackflow.localcloud.server.determinism import install_determinism
@@ -81,6 +82,7 @@ def serve(root: Path, port: int, region: str, *, dataplane: bool = True) -> int:
         signal.signal(signum, lambda *_: app.stop_requested.set())
     try:
         app.dataplane.start_all()  # after serving starts: the data plane may call the API
+        app.dataplane.keep_alive()
         write_record(CloudServer(url, os.getpid(), root, port, region, dataplane))
         app.ready = True
         log.info("local cloud serving on %s (ready in %.2fs)", url, time.monotonic() - started)
@@ -114,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    code = serve(args.root.resolve(), args.port, args.region, dataplane=args.dataplane)
+    try:
+        code = serve(args.root.resolve(), args.port, args.region, dataplane=args.dataplane)
+    except JournalError as exc:  # the caller shows this log's tail: the reason, no traceback
+        log.error("%s", exc)
+        code = 1
     logging.shutdown()
     # Nothing is left to flush (the journal and knobs are written per change); skipping the
     # interpreter's teardown of moto's thousands of objects makes `cloud stop` a second faster.
