@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackflow.errors import StackflowError
-from stackflow.processes import free_port as free_port  # re-exported: tests and bench import it
+from stackflow.processes import free_port as free_port  # old home, for branches in flight
 from stackflow.processes import runs, start_detached, stop
 from stackflow.state import StateLayout
 

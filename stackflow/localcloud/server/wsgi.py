@@ -14,6 +14,8 @@ from stackflow.localcloud.server.requests import AwsRequest
 
 @dataclass
 class Response:
+    """A whole WSGI answer (moto's, captured, or one of ours)."""
+
     status: str = "500 INTERNAL SERVER ERROR"
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
@@ -58,6 +60,7 @@ def aws_error(request: AwsRequest, code: str, message: str, status: int = 500) -
 def json_response(
     start_response: Callable[..., Any], payload: Any, status: str = "200 OK"
 ) -> list[bytes]:
+    """Answer `payload` as JSON."""
     body = json.dumps(payload).encode()
     start_response(
         status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
@@ -66,6 +69,7 @@ def json_response(
 
 
 def read_body(environ: dict[str, Any]) -> bytes:
+    """The request's body (empty when it has none)."""
     stream = environ.get("wsgi.input")
     if stream is None:
         return b""
@@ -80,6 +84,7 @@ def read_body(environ: dict[str, Any]) -> bytes:
 
 
 def headers_of(environ: Mapping[str, Any]) -> dict[str, str]:
+    """The request's headers, named as sent (Title-Case)."""
     headers: dict[str, str] = {}
     for key, value in environ.items():
         if key.startswith("HTTP_"):
