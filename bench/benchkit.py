@@ -29,7 +29,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from stackflow.localprefect import drain_prefect_queues, free_port
+from stackflow.localprefect import drain_prefect_queues
+from stackflow.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"

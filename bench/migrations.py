@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from stackflow.localdb import ensure_local_mariadb, stop_local_mariadb
-from stackflow.localprefect import free_port
 from stackflow.migrations.command import migrate
 from stackflow.migrations.splitter import split_statements
+from stackflow.processes import free_port
 from stackflow.settings import MigrationSettings
 
 RESULTS = Path(__file__).resolve().parent / "results.json"

@@ -11,17 +11,16 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from stackflow.errors import StackflowError
+from stackflow.processes import free_port as free_port  # old home, for branches in flight
+from stackflow.processes import runs, start_detached, stop
+from stackflow.state import StateLayout
 
 
 class PrefectServerError(StackflowError):
@@ -41,18 +40,12 @@ class PrefectServer:
 
 
 def healthy(url: str, timeout: float = 2.0) -> bool:
+    """Whether a Prefect server answers healthy at `url` (without /api)."""
     try:
         with urllib.request.urlopen(f"{url}/api/health", timeout=timeout) as r:
             return bool(r.status == 200)
     except OSError:
         return False
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def drain_prefect_queues(timeout: float = 10.0) -> None:
@@ -96,75 +89,35 @@ def start_prefect_server(
     }
     env.pop("PREFECT_API_URL", None)
     log = home / "server.log"
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise PrefectServerError(
-                f"prefect server exited early (log {log}):\n{log.read_text()[-2000:]}"
-            )
-        if healthy(url):
-            return PrefectServer(url, home, process.pid, log)
-        time.sleep(0.3)
-    process.kill()
-    raise PrefectServerError(
-        f"prefect server did not answer on {url} within {timeout:.0f}s (log {log})"
+    process = start_detached(
+        [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        log=log,
+        env=env,
+        ready=lambda _process: healthy(url),
+        what="prefect server",
+        not_ready=f"did not answer on {url}",
+        error=PrefectServerError,
+        timeout_s=timeout,
+        poll_s=0.3,
     )
+    return PrefectServer(url, home, process.pid, log)
 
 
 def stop_prefect_server(pid: int, timeout: float = 15.0) -> None:
     """Stop a server started by `start_prefect_server` (its whole process group)."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _gone(pid):
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    stop(pid, group=True, timeout_s=timeout)
 
 
 def _is_prefect_server(pid: int) -> bool:
     """Whether pid is alive and runs `prefect server` (a recorded pid may have been reused)."""
-    if pid <= 0 or _gone(pid):
-        return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"prefect" in cmdline and b"server" in cmdline
-
-
-def _gone(pid: int) -> bool:
-    try:
-        # Our own exited child stays a zombie (and answers kill 0) until it is reaped.
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return True
-    except ChildProcessError:
-        pass  # not our child
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return runs(pid, "prefect", "server")
 
 
 def ensure_local_prefect(
     state_dir: Path, port: int, say: Callable[[str], object] | None = None
 ) -> PrefectServer:
     """The project's local server: reuse the one recorded in the state folder, else start one."""
-    home = state_dir / "prefect"
+    home = StateLayout(state_dir).prefect
     record = home / "server.json"
     url = f"http://127.0.0.1:{port}"
     if record.exists():
@@ -193,7 +146,8 @@ def ensure_local_prefect(
 
 
 def stop_local_prefect(state_dir: Path) -> bool:
-    record = state_dir / "prefect" / "server.json"
+    """Stop the state folder's local Prefect server; whether one was recorded."""
+    record = StateLayout(state_dir).prefect / "server.json"
     if not record.exists():
         return False
     stop_prefect_server(int(json.loads(record.read_text())["pid"]))

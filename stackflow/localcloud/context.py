@@ -6,12 +6,12 @@ and botocore's retries off: retrying is the engine's and the flow's decision, no
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from stackflow.localcloud.control import ControlClient
 
 LOCAL_ACCESS_KEY = "testing"  # moto accepts any credentials; these are never real ones
 LOCAL_SECRET_KEY = "testing"
@@ -32,6 +32,7 @@ class CloudContext:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _account_id: str | None = None
     _session: Any = field(default=None, repr=False)
+    _control: ControlClient | None = field(default=None, repr=False)
     on_call: Callable[[str], None] | None = field(default=None, repr=False)
     """Told the AWS service id (EC2, RDS, ...) before each call: errors name the service."""
 
@@ -71,20 +72,25 @@ class CloudContext:
             self._account_id = str(self.client("sts").get_caller_identity()["Account"])
         return self._account_id
 
+    @property
+    def control_api(self) -> ControlClient:
+        """The cloud server's control API (`/_stackflow/*`)."""
+        if self._control is None:
+            self._control = ControlClient(self.endpoint)
+        return self._control
+
     def control(self, path: str, payload: Any = None, *, timeout: float = 60.0) -> Any:
-        """Call the cloud server's own API (`/_stackflow/<path>`): GET without payload, else POST."""
-        data = None if payload is None else json.dumps(payload).encode()
-        request = urllib.request.Request(
-            f"{self.endpoint}/_stackflow/{path.lstrip('/')}",
-            data=data,
-            method="GET" if data is None else "POST",
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read()
-        return json.loads(body) if body else None
+        """Call the cloud server's own API (`/_stackflow/<path>`): GET without payload, else POST.
+
+        Raises:
+            ControlApiError: refused, no answer, or not stackflow's cloud server.
+        """
+        return self.control_api.call(path, payload, timeout_s=timeout)
 
     def dataplane(self) -> dict[str, Any]:
-        """Where the data plane serves each database and load balancer (see `dataplane.py`)."""
-        result: dict[str, Any] = self.control("dataplane")
-        return result
+        """Where the data plane serves each database and load balancer (see `dataplane/`).
+
+        Raises:
+            ControlApiError: as `control`; a bare moto server has no data plane.
+        """
+        return self.control_api.dataplane()

@@ -11,16 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
-from stackflow.errors import StackflowError
 from stackflow.localcloud.context import CloudContext
+from stackflow.localcloud.errors import InventoryError
 from stackflow.localcloud.registry import tags_of
 
 UNTAGGED = "-"
 ENVIRONMENT_TAG = "environment"
-
-
-class InventoryError(StackflowError):
-    """Listing the local cloud's resources failed (names the kind and the server)."""
 
 
 class Row(NamedTuple):

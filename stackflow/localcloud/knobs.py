@@ -28,19 +28,20 @@ Refusals read as pulumi-aws prints an AWS error: the call's `code` and `message`
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stackflow.errors import StackflowError
+from stackflow.localcloud.control import ControlClient
+from stackflow.localcloud.errors import ControlApiError
+from stackflow.localcloud.errors import (
+    KnobsError as KnobsError,  # flows/cloud_cli.py imports it here
+)
 
 Operation = Literal["create", "update", "delete", "read"]
 FaultKind = Literal["transient", "permanent", "hang", "crash"]
@@ -51,10 +52,6 @@ _DEFAULT_ERRORS: dict[str, tuple[str, str]] = {
     "hang": ("RequestTimeout", "the local cloud's fault knobs made this call hang"),
     "crash": ("", ""),  # no answer: the plugin exits
 }
-
-
-class KnobsError(StackflowError, ValueError):
-    """A knob spec is not valid, or the cloud server refused or did not answer a knobs call."""
 
 
 class Fault(BaseModel):
@@ -210,24 +207,11 @@ class KnobStore:
             return answer
 
 
-def _control(url: str, path: str, payload: Any = None, timeout: float = 30.0) -> Any:
-    data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(
-        f"{url.rstrip('/')}/_stackflow/{path}",
-        data=data,
-        method="GET" if data is None else "POST",
-        headers={"Content-Type": "application/json"},
-    )
+def _control(url: str, route: str, payload: Any = None) -> Any:
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError, AttributeError):
-            detail = str(json.loads(detail).get("error", detail))
-        raise KnobsError(f"the local cloud at {url} refused {path}: {detail}") from None
-    except OSError as exc:
-        raise KnobsError(f"the local cloud at {url} did not answer {path}: {exc}") from None
+        return ControlClient(url, timeout_s=30.0).call(route, payload)
+    except ControlApiError as exc:
+        raise KnobsError(str(exc)) from None
 
 
 def get_knobs(url: str) -> KnobSpec:

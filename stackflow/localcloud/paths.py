@@ -20,6 +20,8 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackflow.state import StateLayout
+
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
 
@@ -27,8 +29,8 @@ _JOURNAL_KEY_INFO = b"stackflow local cloud journal key v1"  # fixed: the key mu
 
 
 def cloud_root(state_dir: Path) -> Path:
-    """The local cloud's folder inside a state folder."""
-    return state_dir / "localcloud"
+    """The local cloud's folder inside a state folder (named by the state folder's layout)."""
+    return StateLayout(state_dir).localcloud
 
 
 def server_record(root: Path) -> Path:

@@ -30,7 +30,7 @@ from typing import IO
 
 import psycopg
 
-from stackflow.localdb import folder_lock, log_tail, pid_alive, port_free
+from stackflow.processes import folder_lock, log_tail, pid_alive, port_free
 from stackflow.postgres.errors import PostgresError, PostgresFolderError
 from stackflow.postgres.host import (
     bin_dir,

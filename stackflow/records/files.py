@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stackflow.localdb import folder_lock
+from stackflow.processes import folder_lock
 from stackflow.records.base import (
     Expect,
     Record,

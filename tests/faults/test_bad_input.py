@@ -25,9 +25,9 @@ import pytest
 
 from cli.main import main
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
-from stackflow.localprefect import free_port
 from stackflow.migrations.history import HistoryRecord
 from stackflow.migrations.target import MysqlTarget
+from stackflow.processes import free_port
 from tests.faults.conftest import fault_variables
 from tests.faults.helpers import (
     RUN_PY,

@@ -142,7 +142,8 @@ def test_a_failed_run_shows_what_happened_then_the_reason_last(
 def test_moving_the_local_server_to_another_port_stops_the_old_one(tmp_path: Path) -> None:
     """One state folder, one Prefect database, one server: `server start` on a new port stops the
     server the folder recorded on the old port instead of orphaning it."""
-    from stackflow.localprefect import free_port, healthy
+    from stackflow.localprefect import healthy
+    from stackflow.processes import free_port
 
     ports = [free_port(), free_port()]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PREFECT_"))}

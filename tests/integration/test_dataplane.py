@@ -28,7 +28,13 @@ from pydantic import SecretStr
 
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.dataplane import SERVER_ARGS, ApiCall, Dataplane
-from stackflow.localdb import prepare_template, running_server
+from stackflow.localdb import (
+    MariaDBBootstrapError,
+    admin_connection,
+    find_binary,
+    prepare_template,
+    running_server,
+)
 from stackflow.migrations.command import migrate
 from stackflow.migrations.target import MysqlTarget
 from stackflow.settings import MigrationSettings
@@ -152,6 +158,66 @@ def test_each_instance_is_its_own_server_with_its_own_password(plane: Dataplane)
     # The master user administers the instance, like RDS's: it may create databases.
     with connect(plane, "db-one", one) as conn, conn.cursor() as cur:
         cur.execute("CREATE DATABASE other")
+
+    # Temporary tables go to a folder of the server's own, never the shared /tmp.
+    base = plane.root / "dataplane" / "db" / "db-two"
+    with admin_connection(base) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@tmpdir")
+        assert cur.fetchone() == (str(base / "tmp"),)
+    assert (base / "tmp").stat().st_mode & 0o777 == 0o700
+
+
+def fake_install_db(folder: Path, body: str) -> Path:
+    """A `mariadb-install-db` in `folder` (put first on PATH) that counts its runs in `runs`,
+    records its arguments in `args`, then runs `body` (shell)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "mariadb-install-db"
+    script.write_text(
+        f'#!/bin/sh\necho run >> "{folder}/runs"\necho "$@" >> "{folder}/args"\n{body}\n'
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_a_bootstrap_that_keeps_failing_is_tried_twice_and_names_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data plane prepares a database's data folder before the cloud creates the instance:
+    a bootstrap that fails (here, on every try) is retried once, then fails naming its log."""
+    tools = fake_install_db(tmp_path / "bin", "echo 'simulated bootstrap failure' >&2; exit 3")
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    plane = Dataplane(tmp_path / "cloud", NO_CLOUD, REGION)
+
+    with pytest.raises(MariaDBBootstrapError) as failed:
+        plane.before_api_call(create_db("db-one", password()))
+
+    log = tmp_path / "cloud" / "dataplane" / "install.log"
+    assert failed.value.log == log
+    assert str(log) in str(failed.value) and "simulated bootstrap failure" in str(failed.value)
+    assert (tools / "runs").read_text().count("run") == 2
+    assert log.read_text().count("simulated bootstrap failure") == 2  # both tries are in it
+    assert not (tmp_path / "cloud" / "dataplane" / "template").exists()
+
+
+def test_a_bootstrap_that_fails_once_succeeds_on_its_retry_in_a_private_tmpdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = find_binary("mariadb-install-db")
+    tools = fake_install_db(
+        tmp_path / "bin",
+        f'[ "$(wc -l < "{tmp_path}/bin/runs")" -eq 1 ] && exit 1\nexec {real} "$@"',
+    )
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    template = tmp_path / "dataplane" / "template"
+
+    assert prepare_template(template, server_args=SERVER_ARGS)
+
+    assert (template / "mysql").is_dir()
+    tries = (tools / "args").read_text().splitlines()
+    assert len(tries) == 2
+    private = tmp_path / "dataplane" / "tmp"
+    assert all(f"--tmpdir={private}" in line.split() for line in tries)
+    assert private.stat().st_mode & 0o777 == 0o700
 
 
 def test_an_address_another_program_listens_on_is_skipped(plane: Dataplane) -> None:

@@ -7,31 +7,31 @@ import argparse
 import base64
 import io
 import json
+import os
 import secrets
+import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+import pymysql
 import pytest
+from botocore.exceptions import ClientError
 
 from cli.commands.cloud import add_arguments
 from cli.commands.cloud import run as cli_run
 from stackflow import PROJECT_ROOT
 from stackflow.localcloud.context import CloudContext
+from stackflow.localcloud.errors import CloudServerError
 from stackflow.localcloud.knobs import KnobsError, clear_knobs, get_knobs, set_knobs, take
-from stackflow.localcloud.paths import cloud_root, journal_key, passphrase
-from stackflow.localcloud.server import (
-    CloudServer,
-    cloud_status,
-    ensure_cloud,
-    parse_request,
-    seal,
-    stop_cloud,
-    unseal,
-)
-from stackflow.localprefect import free_port
+from stackflow.localcloud.paths import cloud_root, journal_key, journal_path, passphrase
+from stackflow.localcloud.server import CloudServer, cloud_status, ensure_cloud, framed, stop_cloud
+from stackflow.localcloud.server.requests import parse_request
+from stackflow.localcloud.server.sealing import seal, unseal
+from stackflow.processes import free_port
 from tests.fixtures.localcloud import LocalCloud
 
 pytestmark = pytest.mark.integration
@@ -43,10 +43,7 @@ def _quiet(_text: str) -> None:
 
 
 def _journal(root: Path) -> list[dict[str, Any]]:
-    path = root / "journal.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return framed.read(journal_path(root))
 
 
 @pytest.fixture
@@ -380,6 +377,155 @@ def test_knobs_take_consumes_counts_across_calls(local_cloud: LocalCloud) -> Non
     finally:
         clear_knobs(url)
     assert take(url, *rds) == {"latency_s": 0.0, "fault": None}
+
+
+def test_a_failed_database_bootstrap_fails_the_create_naming_its_log(
+    private_cloud: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local cloud's CreateDBInstance fails, as AWS shapes an error, when the data plane
+    cannot initialise a MariaDB data folder (`mariadb-install-db` fails twice): the answer names
+    the log, and no instance is left behind in the cloud or its journal."""
+    state_dir, port = private_cloud
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "mariadb-install-db").write_text("#!/bin/sh\necho 'no room at the inn' >&2\nexit 1\n")
+    (tools / "mariadb-install-db").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    server = ensure_cloud(cloud_root(state_dir), port, region=REGION, say=_quiet)
+    rds = CloudContext(server.url, REGION).client("rds")
+
+    with pytest.raises(ClientError) as refused:
+        rds.create_db_instance(
+            DBInstanceIdentifier="no-bootstrap",
+            Engine="mysql",
+            DBInstanceClass="db.t3.micro",
+            MasterUsername="admin",
+            MasterUserPassword="bootstrap-test-password",
+            AllocatedStorage=20,
+        )
+
+    error = refused.value.response["Error"]
+    assert error["Code"] == "InternalFailure"
+    assert str(server.root / "dataplane" / "install.log") in error["Message"]
+    assert "bootstrap-test-password" not in error["Message"]
+    assert rds.describe_db_instances()["DBInstances"] == []
+    assert not [e for e in _journal(server.root) if e["action"] == "CreateDBInstance"]
+
+
+def _vpcs(ctx: CloudContext) -> set[str]:
+    vpcs = ctx.client("ec2").describe_vpcs()["Vpcs"]
+    return {v["CidrBlock"] for v in vpcs if not v.get("IsDefault")}
+
+
+def test_a_torn_last_journal_line_loses_nothing_else(private_cloud: tuple[Path, int]) -> None:
+    """A crash mid-write leaves a torn last line: at the next start it is cut off (and said in
+    the log), and the changes before it and after it all survive another restart."""
+    state_dir, port = private_cloud
+    root = cloud_root(state_dir)
+    server = ensure_cloud(root, port, region=REGION, dataplane=False, say=_quiet)
+    CloudContext(server.url, REGION).client("ec2").create_vpc(CidrBlock="10.71.0.0/16")
+    assert stop_cloud(root)
+    torn = framed.frame({"seq": 99, "action": "CreateVpc", "body": None})[:30]
+    with journal_path(root).open("ab") as journal:
+        journal.write(torn)  # what a server killed in the middle of a write leaves
+
+    server = ensure_cloud(root, port, region=REGION, dataplane=False, say=_quiet)
+    ctx = CloudContext(server.url, REGION)
+    ctx.client("ec2").create_vpc(CidrBlock="10.72.0.0/16")
+    assert "its last line was cut off mid-write" in server.log.read_text()
+    assert stop_cloud(root)
+    server = ensure_cloud(root, port, region=REGION, dataplane=False, say=_quiet)
+
+    assert _vpcs(CloudContext(server.url, REGION)) == {"10.71.0.0/16", "10.72.0.0/16"}
+    assert [e["action"] for e in _journal(root)] == ["CreateVpc", "CreateVpc"]
+
+
+def test_a_garbled_journal_line_is_refused_naming_the_file_and_the_line(
+    private_cloud: tuple[Path, int],
+) -> None:
+    """A line that changed after it was written (its checksum does not match) stops the start
+    with an error that names the journal and the line, and no traceback; put back, all is there."""
+    state_dir, port = private_cloud
+    root = cloud_root(state_dir)
+    server = ensure_cloud(root, port, region=REGION, dataplane=False, say=_quiet)
+    ec2 = CloudContext(server.url, REGION).client("ec2")
+    ec2.create_vpc(CidrBlock="10.73.0.0/16")
+    ec2.create_vpc(CidrBlock="10.74.0.0/16")
+    assert stop_cloud(root)
+    good = journal_path(root).read_bytes()
+    journal_path(root).write_bytes(good.replace(b"10.73.0.0", b"10.75.0.0"))
+
+    with pytest.raises(CloudServerError) as refused:
+        ensure_cloud(root, port, region=REGION, dataplane=False, say=_quiet)
+    message = str(refused.value)
+    assert f"{journal_path(root)} line 1 is damaged (its checksum does not match" in message
+    assert "Traceback" not in message
+
+    journal_path(root).write_bytes(good)
+    server = ensure_cloud(root, port, region=REGION, dataplane=False, say=_quiet)
+    assert _vpcs(CloudContext(server.url, REGION)) == {"10.73.0.0/16", "10.74.0.0/16"}
+
+
+def test_a_killed_database_server_is_started_again_with_its_data(
+    private_cloud: tuple[Path, int],
+) -> None:
+    """kill -9 the mariadbd of a local-cloud RDS instance: the local cloud starts it again, and
+    a connection through the data plane works, with the data it had."""
+    state_dir, port = private_cloud
+    root = cloud_root(state_dir)
+    server = ensure_cloud(root, port, region=REGION, say=_quiet)
+    ctx = CloudContext(server.url, REGION)
+    password = secrets.token_urlsafe(16)
+    ctx.client("rds").create_db_instance(
+        DBInstanceIdentifier="kept-alive",
+        Engine="mysql",
+        DBInstanceClass="db.t3.micro",
+        MasterUsername="admin",
+        MasterUserPassword=password,
+        DBName="app",
+        AllocatedStorage=20,
+    )
+    where = ctx.dataplane()["databases"]["kept-alive"]
+
+    def connect() -> pymysql.connections.Connection[Any]:
+        return pymysql.connect(
+            host=where["host"],
+            port=where["port"],
+            user="admin",
+            password=password,
+            database="app",
+            autocommit=True,
+            connect_timeout=2,
+        )
+
+    with connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE kept (id INT PRIMARY KEY)")
+        cur.execute("INSERT INTO kept VALUES (42)")
+    pid_file = root / "dataplane" / "db" / "kept-alive" / "mariadbd.pid"
+    killed = int(pid_file.read_text())
+    os.kill(killed, signal.SIGKILL)
+
+    def serves_the_data_again() -> bool:
+        try:
+            with connect() as conn, conn.cursor() as cur:
+                cur.execute("SELECT id FROM kept")
+                return cur.fetchall() == ((42,),)
+        except pymysql.err.OperationalError:
+            return False
+
+    said = "kept-alive was not running (its mariadbd exited); started it again"
+    wait_until(serves_the_data_again, "the killed database server serves its data again")
+    wait_until(lambda: said in server.log.read_text(), "the local cloud says it restarted it")
+    assert int(pid_file.read_text()) != killed
+    assert ctx.dataplane()["databases"]["kept-alive"]["running"] is True
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Wait for an event (`condition` turning true), failing with `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s:g}s: {what}"
+        time.sleep(0.1)
 
 
 def test_concurrent_starts_share_one_server_and_stop_ends_it(

@@ -154,7 +154,7 @@ def test_a_refused_run_starts_no_prefect_server(
     """With no PREFECT_API_URL the CLI starts a local Prefect server for a run (10-15 s); a run
     that is refused anyway answers first: exit 2, the reason, and no server in the state folder."""
     from stackflow.environments import record_deploy
-    from stackflow.localprefect import free_port
+    from stackflow.processes import free_port
     from stackflow.settings import get_settings
     from stackflow.state import StateLayout
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from stackflow.localcloud.plugin import FaultInjected, aws_error_text, diff_inputs
+from stackflow.localcloud.errors import FaultInjected
+from stackflow.localcloud.plugin import aws_error_text, diff_inputs
 from stackflow.localcloud.registry import UNKNOWN, ResourceType, auto_name
 from stackflow.localcloud.wire import UNKNOWN_WIRE, from_struct, to_struct
 

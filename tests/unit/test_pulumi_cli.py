@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stackflow import pulumi_cli
 from stackflow.errors import EngineUnavailable
 from stackflow.pulumi_cli import CLI_VERSION, build_cli, cache_root, cli_path, find_cli, main
+from stackflow.pulumi_cli import build as pulumi_build
 
 pytestmark = pytest.mark.unit
 
@@ -163,7 +163,7 @@ def test_build_cli_runs_the_steps_with_progress_and_puts_the_binary_in_the_cache
         f'    printf "#!/bin/sh\\necho v{CLI_VERSION}\\n" > "$out"; {chmod} +x "$out" ;;\n'
         "esac",
     )
-    monkeypatch.setattr(pulumi_cli, "PROGRESS_SECONDS", 0.1)
+    monkeypatch.setattr(pulumi_build, "PROGRESS_SECONDS", 0.1)
     said: list[str] = []
 
     built = build_cli(say=said.append)
@@ -185,7 +185,7 @@ def test_build_cli_runs_the_steps_with_progress_and_puts_the_binary_in_the_cache
 def test_build_cli_refuses_a_module_pinned_at_another_version(
     bin_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pulumi_cli, "CLI_VERSION", "3.1.0")
+    monkeypatch.setattr(pulumi_build, "CLI_VERSION", "3.1.0")
     with pytest.raises(EngineUnavailable, match=r"pins the Pulumi CLI at v\S+, but the installed"):
         build_cli(say=lambda line: None)
 

@@ -15,7 +15,7 @@ from typing import Any
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import Listener, StackSpec
-from stackflow.localdb import pid_alive
+from stackflow.processes import pid_alive
 
 RunningOn = Callable[[StackSpec, Any], AbstractContextManager[None]]
 

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
+from stackflow.localcloud.resources._shared import error_code
 
 _GONE = (
     "InvalidVpcID.NotFound",
@@ -31,7 +32,7 @@ _GONE = (
 
 
 def _gone(exc: ClientError) -> bool:
-    return str(exc.response.get("Error", {}).get("Code", "")) in _GONE
+    return error_code(exc) in _GONE
 
 
 def _ec2(ctx: CloudContext) -> Any:

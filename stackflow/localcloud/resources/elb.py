@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from stackflow.errors import StackflowError
+from stackflow.localcloud.errors import ControlApiError, LoadBalancerNotServed
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
-from stackflow.localcloud.resources.ecs import (
+from stackflow.localcloud.resources._shared import (
     error_code,
     input_tags,
     kept,
@@ -34,10 +34,6 @@ TARGET_GROUP = "aws:lb/targetGroup:TargetGroup"
 LISTENER = "aws:lb/listener:Listener"
 
 DATAPLANE_WAIT_S = 5.0
-
-
-class LoadBalancerNotServed(StackflowError, LookupError):
-    """The cloud server's data plane lists no address for a load balancer that exists."""
 
 
 # pulumi-aws inputs that are load balancer / target group attributes: wire name -> (key, type).
@@ -156,7 +152,7 @@ def _dns_name(ctx: CloudContext, balancer: Mapping[str, Any]) -> str:
     while True:
         try:
             served = ctx.dataplane()
-        except (OSError, ValueError):
+        except ControlApiError:
             # Bare moto (no cloud server around it, as in unit tests): moto's own DNS name.
             return str(balancer["DNSName"])
         if not isinstance(served, Mapping):

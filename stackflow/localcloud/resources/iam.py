@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
-from stackflow.localcloud.resources.ecs import (
+from stackflow.localcloud.resources._shared import (
     error_code,
     input_tags,
     json_text,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from stackflow.localcloud.registry import Props, Registry, ResourceType
-from stackflow.localcloud.resources.ecs import (
+from stackflow.localcloud.resources._shared import (
     error_code,
     input_tags,
     observe,

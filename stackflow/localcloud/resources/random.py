@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from stackflow.errors import StackflowError
+from stackflow.localcloud.errors import RandomInputError
 from stackflow.localcloud.registry import Props, Registry, ResourceType
 
 if TYPE_CHECKING:
@@ -38,10 +38,6 @@ _INPUTS = (
     "overrideSpecial",
     "keepers",
 )
-
-
-class RandomInputError(StackflowError, ValueError):
-    """A RandomPassword's inputs describe no password that can be made."""
 
 
 def generate_password(inputs: Props) -> str:

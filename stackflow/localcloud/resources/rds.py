@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from stackflow.localcloud.errors import ControlApiError
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
-from stackflow.localcloud.resources.ecs import error_code, refuse_unserved, tag_changes
+from stackflow.localcloud.resources._shared import (
+    error_code,
+    keep_observed,
+    refuse_unserved,
+    tag_changes,
+)
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
@@ -28,17 +34,6 @@ DATAPLANE_WAIT_S = 5.0
 SUBNET_GROUP = "aws:rds/subnetGroup:SubnetGroup"
 PARAMETER_GROUP = "aws:rds/parameterGroup:ParameterGroup"
 INSTANCE = "aws:rds/instance:Instance"
-
-
-def keep_observed(view: Props, known: Mapping[str, Any]) -> Props:
-    """`view` without the attributes that are unset (None), and without the empty ones ("", [],
-    {}) that `known` (the inputs or the state) does not hold either: create and read return the
-    same keys, so reading back an untouched resource adds nothing to its state."""
-    return {
-        key: value
-        for key, value in view.items()
-        if value is not None and (key in known or value not in ("", [], {}))
-    }
 
 
 def _int(value: Any) -> int:
@@ -388,7 +383,7 @@ def _dataplane_endpoint(
     while True:
         try:
             databases = ctx.dataplane().get("databases") or {}
-        except (OSError, ValueError):
+        except ControlApiError:
             # A bare moto server (unit tests) has no /_stackflow/dataplane: keep moto's address.
             return None
         entry = databases.get(identifier)

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from stackflow.localcloud.errors import InvalidInput
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
-from stackflow.localcloud.resources.ecs import (
-    InvalidInput,
+from stackflow.localcloud.resources._shared import (
     error_code,
     json_text,
+    keep_observed,
     refuse_unserved,
     tag_changes,
 )
-from stackflow.localcloud.resources.rds import keep_observed
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext

@@ -1,40 +1,33 @@
-"""The Pulumi CLI that the automation engine runs by path: reused from a per-user cache, or built.
+"""Building the Pulumi CLI from source with Go, into the cache, under a lock.
 
-The CLI lives outside the checkout, keyed by version, at `cache_root()/pulumi/v<version>/bin/pulumi`,
-so a second clone or a CI run on the same machine reuses it. Its version is always the installed
-`pulumi` SDK's (SDK and CLI move together). It comes from, in order:
-
-1. the cache, if that binary reports exactly `v<version>` (checked once, then remembered in a stamp
-   keyed by the file's identity, so a run costs no subprocess);
-2. a `pulumi` on PATH that reports exactly `v<version>`: linked into the cache (a symlink, so the
-   engine always uses the cache path, and the CLI still finds the language hosts beside it);
-3. a build from source with Go, from the wrapper module in scripts/pulumi-cli, whose go.sum pins
-   every module by checksum (`-mod=readonly`: go.mod and go.sum are never changed by a build).
-
-    python -m stackflow.pulumi_cli ensure    reuse or build; prints where the CLI is
-    python -m stackflow.pulumi_cli path      the CLI's path (exit 1 if there is none yet)
-    python -m stackflow.pulumi_cli version   the version needed, as `pulumi version` prints it
+From the wrapper module in scripts/pulumi-cli, whose go.sum pins every module by checksum
+(`-mod=readonly`: go.mod and go.sum are never changed by a build).
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from importlib.metadata import version as package_version
+from contextlib import contextmanager
 from pathlib import Path
 
+from stackflow import PROJECT_ROOT
 from stackflow.errors import EngineUnavailable
+from stackflow.pulumi_cli.cache import (
+    CLI_VERSION,
+    cli_path,
+    cli_root,
+    reported_version,
+    verified,
+    write_stamp,
+)
 
-CLI_VERSION = package_version("pulumi")
-MODULE_DIR = Path(__file__).resolve().parents[1] / "scripts" / "pulumi-cli"
+MODULE_DIR = PROJECT_ROOT / "scripts" / "pulumi-cli"
 CLI_PACKAGE = "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
 # Without this the binary's `pulumi version` prints nothing and the Automation API refuses it.
 VERSION_SYMBOL = "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version"
@@ -44,139 +37,6 @@ TAIL_LINES = 30
 INSTALL_URL = "https://www.pulumi.com/docs/install/"
 
 Say = Callable[[str], None]
-
-
-# --- where it lives ------------------------------------------------------------------------------
-
-
-def cache_root() -> Path:
-    """stackflow's per-user cache folder (created by whoever writes into it, not here).
-
-    `$STACKFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/stackflow` (if absolute, as the XDG spec asks),
-    else `~/.cache/stackflow`.
-    """
-    explicit = os.environ.get("STACKFLOW_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / "stackflow"
-    return Path.home() / ".cache" / "stackflow"
-
-
-def cli_root() -> Path:
-    """The folder to pass as `pulumi.automation.PulumiCommand(root=...)`: it holds `bin/pulumi`."""
-    return cache_root() / "pulumi" / f"v{CLI_VERSION}"
-
-
-def cli_path() -> Path:
-    """Where the engine's Pulumi CLI is (or will be, once `ensure_cli` has run)."""
-    return cli_root() / "bin" / "pulumi"
-
-
-# --- finding it ----------------------------------------------------------------------------------
-
-
-def find_cli() -> Path | None:
-    """The cached CLI if it reports exactly `v<CLI_VERSION>`, else one on PATH that does.
-
-    A matching `pulumi` on PATH is symlinked into the cache and the cache path is returned, so the
-    engine always runs `cli_path()`; if that file is later replaced by another version, the link no
-    longer verifies and this looks again.
-
-    Returns:
-        `cli_path()`, or None when neither the cache nor PATH has the exact version.
-
-    Raises:
-        EngineUnavailable: a matching CLI is on PATH but the cache folder is not writable.
-    """
-    cached = cli_path()
-    if _verified(cached):
-        return cached
-    found = shutil.which("pulumi")
-    if found is None:
-        return None
-    candidate = Path(found).resolve()
-    if candidate == cached.resolve() or _reported_version(candidate) != f"v{CLI_VERSION}":
-        return None
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        link = cached.with_name(f".pulumi.{os.getpid()}.link")
-        link.unlink(missing_ok=True)
-        link.symlink_to(candidate)
-        os.replace(link, cached)  # atomic: a concurrent run sees the old entry or the new one
-        _write_stamp(cached)
-    except OSError as exc:
-        raise EngineUnavailable(
-            f"found the Pulumi CLI v{CLI_VERSION} at {candidate} but cannot link it into the cache "
-            f"({exc}). Set STACKFLOW_CACHE_DIR to a writable folder and run "
-            "`python -m stackflow.pulumi_cli ensure` again."
-        ) from exc
-    return cached
-
-
-def _reported_version(binary: Path) -> str | None:
-    """What `binary version` prints (stripped), or None if it cannot run or fails."""
-    try:
-        done = subprocess.run(
-            [str(binary), "version"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            # No network for a version, and its log goes to a home of ours, never ~/.pulumi/logs.
-            env={
-                **os.environ,
-                "PULUMI_SKIP_UPDATE_CHECK": "true",
-                "PULUMI_HOME": str(binary.parent.parent / "home"),
-            },
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def _stamp_path(binary: Path) -> Path:
-    return binary.parent.parent / ".verified"
-
-
-def _fingerprint(binary: Path) -> str | None:
-    """The version wanted plus the identity of the file `binary` resolves to, or None if absent."""
-    try:
-        st = binary.stat()  # follows a link: a replaced target changes the fingerprint
-    except OSError:
-        return None
-    return f"v{CLI_VERSION} {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
-
-
-def _verified(binary: Path) -> bool:
-    """True if `binary` reports `v<CLI_VERSION>`; asks it only when the stamp does not match."""
-    fingerprint = _fingerprint(binary)
-    if fingerprint is None:
-        return False
-    try:
-        if _stamp_path(binary).read_text() == fingerprint:
-            return True
-    except OSError:
-        pass  # no stamp yet: ask the binary
-    if _reported_version(binary) != f"v{CLI_VERSION}":
-        return False
-    with suppress(OSError):  # a read-only cache still works; it is just asked again next time
-        _write_stamp(binary)
-    return True
-
-
-def _write_stamp(binary: Path) -> None:
-    fingerprint = _fingerprint(binary)
-    if fingerprint is None:
-        return
-    stamp = _stamp_path(binary)
-    partial = stamp.with_name(f".verified.{os.getpid()}")
-    partial.write_text(fingerprint)
-    os.replace(partial, stamp)
-
-
-# --- building it ---------------------------------------------------------------------------------
 
 
 def build_cli(say: Say = print) -> Path:
@@ -213,27 +73,10 @@ def build_cli(say: Say = print) -> Path:
         ) from exc
     go_version = _check_go(go, required_go, cwd=root)
     with _build_lock(root, say):
-        if _verified(cli_path()):  # another setup built it while this one waited
+        if verified(cli_path()):  # another setup built it while this one waited
             say(f"Pulumi CLI v{CLI_VERSION}: reused {cli_path()} (built meanwhile by another run)")
             return cli_path()
         return _build(go, go_version, root, say)
-
-
-def ensure_cli(say: Say = print) -> Path:
-    """The Pulumi CLI v<CLI_VERSION> in the cache: reused if there (or on PATH), else built.
-
-    Args:
-        say: receives each progress line (default: print).
-
-    Raises:
-        EngineUnavailable: as `find_cli` and `build_cli`; the message says what to do.
-    """
-    found = find_cli()
-    if found is None:
-        return build_cli(say)
-    target = f" (links to {os.readlink(found)})" if found.is_symlink() else ""
-    say(f"Pulumi CLI v{CLI_VERSION}: reused {found}{target}")
-    return found
 
 
 def _go_hint(required_go: str) -> str:
@@ -343,7 +186,7 @@ def _build(go: str, go_version: str, root: Path, say: Say) -> Path:
             out_of=packages,
         )
         say("verify: pulumi version")
-        reported = _reported_version(partial)
+        reported = reported_version(partial)
         with log.open("a") as out:
             out.write(f"== verify: pulumi version -> {reported!r}\n")
         if reported != f"v{CLI_VERSION}":
@@ -353,7 +196,7 @@ def _build(go: str, go_version: str, root: Path, say: Say) -> Path:
                 f"that -X {VERSION_SYMBOL} still names the version variable in this release."
             )
         os.replace(partial, target)
-        _write_stamp(target)
+        write_stamp(target)
     finally:
         partial.unlink(missing_ok=True)
     say(f"Pulumi CLI v{CLI_VERSION}: built {target} in {_took(time.monotonic() - started)}")
@@ -436,48 +279,3 @@ def _count_packages(output: str) -> int:
 def _took(seconds: float) -> str:
     whole = round(seconds)
     return f"{whole // 60} min {whole % 60} s" if whole >= 60 else f"{whole} s"
-
-
-# --- command line --------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m stackflow.pulumi_cli [ensure|path|version]`; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m stackflow.pulumi_cli",
-        description=f"The Pulumi CLI v{CLI_VERSION} that stackflow's automation engine runs.",
-    )
-    parser.add_argument(
-        "command",
-        nargs="?",
-        default="ensure",
-        choices=["ensure", "path", "version"],
-        help="ensure: reuse or build it (default); path: print where it is; version: the one needed",
-    )
-    command = parser.parse_args(argv).command
-    try:
-        if command == "version":
-            print(f"v{CLI_VERSION}")
-        elif command == "path":
-            found = find_cli()
-            if found is None:
-                print(
-                    f"no Pulumi CLI v{CLI_VERSION} in {cli_path().parent} or on PATH; "
-                    "run `python -m stackflow.pulumi_cli ensure`",
-                    file=sys.stderr,
-                )
-                return 1
-            print(found)
-        else:
-            ensure_cli()
-    except EngineUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

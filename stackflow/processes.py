@@ -1,0 +1,230 @@
+"""The local processes the project starts and watches: liveness, ports, locks, start, stop.
+
+One set of rules for every server the project runs on this machine (its MariaDB servers, the
+Prefect server, the local cloud's server) and for the engine's check of a lock holder:
+
+- a process is alive while it runs: an exited one is dead even while it is a zombie, and a pid
+  recycled by another program is not the process that was recorded (its command line tells);
+- a server is started detached (its own session and process group, so it outlives the caller and
+  a terminal's Ctrl-C does not reach it), and waited for until it says it is ready; when it exits
+  or does not get ready in time, the error carries the end of its log;
+- a server is stopped with SIGTERM, then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+_POLL_S = 0.05
+
+
+# --- liveness ---------------------------------------------------------------------------------
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs.
+
+    An exited process is dead even while a zombie: our own child is reaped here; another
+    process's child reads 'Z' in /proc.
+    """
+    if pid <= 0:
+        return False
+    with contextlib.suppress(ChildProcessError):  # not our child: nothing to reap
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): kill 0 is all we know
+    return state != "Z"
+
+
+def runs(pid: int, *needles: str | bytes) -> bool:
+    """Whether `pid` is alive and its command line holds every needle: a recorded pid that another
+    program got since (pids are recycled) does not count. Without /proc, liveness alone decides."""
+    if not pid_alive(pid):
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return not Path("/proc/self").exists()  # exited meanwhile; or no /proc (not Linux)
+    return all((n.encode() if isinstance(n, str) else n) in cmdline for n in needles)
+
+
+# --- ports --------------------------------------------------------------------------------------
+
+
+def port_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether nothing listens on host:port (TCP)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_port_free(port: int, host: str = LOOPBACK, wait_s: float = 5.0) -> bool:
+    """Whether host:port is free, waiting up to `wait_s`: a server that just exited shows as a
+    zombie while its other threads still close the listening socket."""
+    deadline = time.monotonic() + wait_s
+    while not port_free(port, host):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port on `host` that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+# --- locks and logs -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
+    """An exclusive lock on `folder/name` (the folder created 0700), held for the block.
+
+    Two processes starting the same server take turns; the lock goes with the process that holds
+    it, also when it dies.
+    """
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with (folder / name).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def log_tail(path: Path, chars: int = 2000) -> str:
+    """The end of a log file, for an error message ("(no log)" when it cannot be read)."""
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+# --- start and stop -----------------------------------------------------------------------------
+
+
+def start_detached(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    ready: Callable[[subprocess.Popen[bytes]], bool],
+    what: str,
+    not_ready: str,
+    error: Callable[[str], Exception],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    poll_s: float = _POLL_S,
+    tail_chars: int = 2000,
+) -> subprocess.Popen[bytes]:
+    """Start a server in a session and process group of its own, its output appended to `log`,
+    and wait until `ready(process)` says it serves.
+
+    Args:
+        argv: the command.
+        log: the file its stdout and stderr go to (appended).
+        ready: asked every `poll_s` while it runs; True when it serves.
+        what: how errors name it ("mariadbd", "the local cloud server").
+        not_ready: what it failed to do in time ("did not accept connections").
+        error: builds the exception to raise from a message.
+        timeout_s: how long to wait for `ready`.
+        env, cwd: its environment and working folder (default: ours).
+        started: called once it runs, before the wait (to record its pid: a caller that dies
+            while waiting leaves a server that the next one finds).
+
+    Returns:
+        The running process (its pid is also its process group's id).
+
+    Raises:
+        Exception: made by `error`, when it exits before it is ready or is not ready in time
+            (then it is stopped); the message ends with the tail of its log.
+    """
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,  # outlives the caller; a terminal's Ctrl-C does not reach it
+        )
+    if started is not None:
+        started(process)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise error(
+                f"{what} exited at start (exit {process.returncode}); {log}:\n"
+                f"{log_tail(log, tail_chars)}"
+            )
+        if ready(process):
+            return process
+        if time.monotonic() > deadline:
+            stop(process.pid, group=True)
+            raise error(
+                f"{what} {not_ready} within {timeout_s:g}s; {log}:\n{log_tail(log, tail_chars)}"
+            )
+        time.sleep(poll_s)
+
+
+def send_signal(pid: int, signum: int, *, group: bool = False) -> bool:
+    """Send `signum` to `pid` (or its whole process group); False when there is no such process."""
+    try:
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def wait_gone(pid: int, timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for `pid` to exit; whether it did."""
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
+
+
+def stop(pid: int, *, group: bool = False, timeout_s: float = 30.0) -> bool:
+    """Stop a process (or its process group): SIGTERM, then SIGKILL after `timeout_s`.
+
+    Returns:
+        True if it was running.
+    """
+    if not send_signal(pid, signal.SIGTERM, group=group):
+        return False
+    if not wait_gone(pid, timeout_s):
+        send_signal(pid, signal.SIGKILL, group=group)  # a database recovers at its next start
+        wait_gone(pid, 5.0)
+    return True
