@@ -132,7 +132,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         settings.confirm_destroy(request.confirm)
     records = records_of(settings)
     check_cloud(settings, records)
-    ctx = build_context(settings)
+    ctx = build_context(settings, records=records)
     selected = ctx.graph.select(request.stacks)
     if op in (Operation.DRIFT, Operation.DESTROY, Operation.REFRESH):
         ensure_known(ctx, records)

@@ -20,6 +20,7 @@ from stackflow.graph import NodeKind, StackGraph
 from stackflow.migrations.errors import MigrationPlanChanged
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
+from stackflow.records import Records
 from stackflow.redact import Redactor
 from stackflow.retry import stack_policy
 from stackflow.secretbox import state_passphrase
@@ -32,8 +33,11 @@ def retry_delays(settings: Settings) -> list[float]:
     return stack_policy(settings.stack_retries, settings.retry_delay_s).draw()
 
 
-def build_context(settings: Settings, graph: StackGraph | None = None) -> RunContext:
-    """What every task of one run shares: settings, the engine, the graph, the redactor."""
+def build_context(
+    settings: Settings, graph: StackGraph | None = None, records: Records | None = None
+) -> RunContext:
+    """What every task of one run shares: settings, the engine, the graph, the redactor, the
+    records beside the backend."""
     engine = get_engine(settings)
     passphrase = state_passphrase(settings)
     redactor = Redactor(settings.secret_values())
@@ -45,6 +49,7 @@ def build_context(settings: Settings, graph: StackGraph | None = None) -> RunCon
         graph or GRAPH,
         redactor,
         DriftMarks(settings.state.records, settings.cloud),
+        records=records,
         passphrase=passphrase,
         retry_delays=retry_delays(settings),
     )

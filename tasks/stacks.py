@@ -22,10 +22,11 @@ from prefect.runtime import task_run
 from prefect.tasks import Task
 from pydantic import BaseModel
 
-from stackflow import fingerprint
-from stackflow.drift import DRIFTED, DriftMarks
+from stackflow import fingerprint, holders
+from stackflow.crashes import ZOMBIE_WINDOW_S, flow_run_state
+from stackflow.drift import DRIFTED, REFRESHED, DriftMarks
 from stackflow.engine import Engine, Listener, Operation, OperationResult, OutputValue, is_transient
-from stackflow.engine.base import ChangeCounts, ResourceChange, ResourceEvent, StackSpec
+from stackflow.engine.base import ChangeCounts, Fence, ResourceChange, ResourceEvent, StackSpec
 from stackflow.errors import OperationCancelled, PlanChanged, StackError
 from stackflow.graph import (
     StackGraph,
@@ -43,6 +44,7 @@ from stackflow.progress import (
     ResourcesDeclared,
     hub,
 )
+from stackflow.records import Records
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
 from tasks.limits import SlotWaitCancelled, stack_slot
@@ -57,6 +59,7 @@ class RunContext:
     graph: StackGraph
     redactor: Redactor
     drift: DriftMarks
+    records: Records | None = field(default=None, repr=False)  # beside the backend (holders)
     passphrase: str | None = field(default=None, repr=False)  # opens the outputs a skip hands on
     engine_calls: list[str] = field(
         default_factory=list
@@ -294,7 +297,8 @@ def stack_operation(
             raise OperationCancelled(spec.label, "not started: the run was interrupted") from None
         ctx.check_not_cancelled(node)  # interrupted while the slot was taken: start nothing
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)
-        if operation is not Operation.PREVIEW and engine.recover(spec, listener):
+        fence = _hold(ctx, spec, held)
+        if operation is not Operation.PREVIEW and engine.recover(spec, listener, fence):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
             ctx.healed[node] = (
                 "cleared what an interrupted operation left (lock, pending operations)"
@@ -357,10 +361,12 @@ def stack_operation(
         typed = parse_outputs(graph_node, result.outputs)
     elif operation is Operation.DESTROY:
         ctx.drift.clear(spec)
-    elif (operation is Operation.DRIFT and result.changes.changed) or (
-        operation is Operation.REFRESH and result.changes.changed
-    ):
-        ctx.drift.mark(spec)
+    elif operation is Operation.DRIFT and result.changes.changed:
+        ctx.drift.mark(spec)  # the next up refreshes first, then puts the code's values back
+    elif operation is Operation.REFRESH and result.changes.changed:
+        # the state now holds the cloud's values while the stamp still matches: the next up
+        # must run (it may not skip) to put the code's values back
+        ctx.drift.mark(spec, REFRESHED)
     placeholder = False
     if operation is Operation.PREVIEW:
         # Downstream previews read what is deployed; a stack not deployed yet hands on placeholders.
@@ -394,6 +400,30 @@ def stack_operation(
         fingerprint=fp,
         plan_file=plan if planning else None,
     )
+
+
+def _hold(ctx: RunContext, spec: StackSpec, held: contextlib.ExitStack) -> Fence | None:
+    """Record this run as the stack's holder (its pulumi pids as they start) until the operation
+    ends; the fence that decides, from the previous holder's record, whether a lock another
+    host left may be broken (see `stackflow.holders`)."""
+    records = ctx.records
+    if records is None:
+        return None
+    env, node = spec.environment, spec.node
+    previous = records.get(holders.key(env, node))
+    holders.take(records, env, node, holders.Holder.here(_flow_run_id()))
+    held.callback(holders.release, records, env, node)
+    ctx.engine.watch_locks(spec, lambda pid: holders.add_pulumi_pid(records, env, node, pid))
+    held.callback(ctx.engine.watch_locks, spec, None)
+    record = previous.value if previous is not None else None
+    return lambda lock: holders.stale_reason(lock, record, flow_run_state, ZOMBIE_WINDOW_S)
+
+
+def _flow_run_id() -> str | None:
+    from prefect.runtime import flow_run
+
+    found = flow_run.id
+    return str(found) if found else None
 
 
 def _approved_plan(

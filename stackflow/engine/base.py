@@ -210,6 +210,9 @@ class StackState:
         return found if isinstance(found, Mapping) else None
 
 
+Fence = Callable[[Any], str]
+"""Why a lock (a `checkpoints.LockHolder`) another host's process holds may be broken; "" if not."""
+
 OutputListener = Callable[[str], None]
 EventListener = Callable[[ResourceEvent], None]
 DeclaredListener = Callable[[int], None]
@@ -283,11 +286,16 @@ class Engine(Protocol):
         None when the backend has no state for it."""
         ...
 
-    def recover(self, spec: StackSpec, listener: Listener) -> bool:
-        """Clear what an interrupted operation left behind (pending operations, a stale lock).
+    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> bool:
+        """Clear what an interrupted operation left behind (pending operations, a stale lock);
+        `fence(lock)` says why a lock another host's process holds may be broken ("" if not).
 
         Returns True if anything was cleared, and says so through the listener.
         """
+        ...
+
+    def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:
+        """Tell `on_pid` the pid of each engine process that takes the stack's lock."""
         ...
 
     def cancel(self, spec: StackSpec, interrupt: bool = True) -> None:

@@ -30,7 +30,6 @@ from typing import IO
 
 import psycopg
 
-from stackflow.processes import folder_lock, log_tail, pid_alive, port_free
 from stackflow.postgres.errors import PostgresError, PostgresFolderError
 from stackflow.postgres.host import (
     bin_dir,
@@ -40,6 +39,7 @@ from stackflow.postgres.host import (
     own_folder,
     server_account,
 )
+from stackflow.processes import folder_lock, log_tail, pid_alive, port_free
 
 ROLE = "stackflow"  # the cluster's superuser, made by initdb; connects by socket without password
 DEFAULT_PORT = 5432  # names the socket file (.s.PGSQL.<port>); a TCP port only when tcp=True

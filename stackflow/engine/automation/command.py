@@ -39,12 +39,20 @@ def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+# The commands that take a stack's lock: their pids are what a lock in the backend names.
+LOCKING = frozenset({"up", "preview", "refresh", "destroy", "import"})
+
+
 class RunningCommands:
-    """The `pulumi` processes this engine runs, by stack: so a cancel reaches exactly ours."""
+    """The `pulumi` processes this engine runs, by stack: so a cancel reaches exactly ours.
+
+    `on_locking(work_dir, pid)` is told when a command that takes the stack's lock starts (the
+    holder record keeps its pid, see `stackflow.holders`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_stack: dict[str, set[subprocess.Popen[str]]] = {}
+        self.on_locking: Callable[[str, int], None] | None = None
 
     @contextlib.contextmanager
     def running(self, stack: str, process: subprocess.Popen[str]) -> Iterator[None]:
@@ -130,6 +138,10 @@ class PulumiCLI(auto.PulumiCommand):
                 threading.Thread(target=consume, args=(process.stderr, on_error, err)),
             ]
             stack = _stack_of(args) or ""
+            subcommand = next((a for a in args if not a.startswith("-")), "")
+            if subcommand in LOCKING and self.commands.on_locking is not None:
+                with contextlib.suppress(Exception):  # bookkeeping never stops an operation
+                    self.commands.on_locking(cwd, process.pid)
             with self.commands.running(stack, process):
                 for reader in readers:
                     reader.start()

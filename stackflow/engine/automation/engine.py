@@ -24,6 +24,7 @@ from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import (
+    Fence,
     Listener,
     Operation,
     OperationResult,
@@ -68,6 +69,23 @@ class AutomationEngine:
         self._running: dict[str, auto.Stack] = {}
         self._cancelled: set[str] = set()
         self._lock_conflicts: dict[str, int] = {}
+        self._lockers: dict[str, Callable[[int], None]] = {}
+        self.commands.on_locking = self._locking
+
+    def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:
+        """Tell `on_pid` the pid of each `pulumi` of ours that takes `spec`'s lock (None: stop)."""
+        work_dir = str(self.ws.work_dir(spec))
+        with self._guard:
+            if on_pid is None:
+                self._lockers.pop(work_dir, None)
+            else:
+                self._lockers[work_dir] = on_pid
+
+    def _locking(self, work_dir: str, pid: int) -> None:
+        with self._guard:
+            told = self._lockers.get(work_dir)
+        if told is not None:
+            told(pid)
 
     # -- errors --
 
@@ -380,8 +398,9 @@ class AutomationEngine:
             failure = classify(exc, spec.label, self.ws.redactor)
         raise failure
 
-    def recover(self, spec: StackSpec, listener: Listener) -> bool:
-        """Clear what an interrupted update left behind (see `recovery.recover`).
+    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> bool:
+        """Clear what an interrupted update left behind (see `recovery.recover`); `fence` says
+        whether a lock another host's process holds may be broken.
 
         Returns True if anything was cleared, and says so through the listener.
 
@@ -391,7 +410,7 @@ class AutomationEngine:
         self.ws.teach(spec, listener)
 
         def clear() -> bool:
-            return recover(self.ws, spec, listener, self._running_on)
+            return recover(self.ws, spec, listener, self._running_on, fence)
 
         return self._call(spec, listener.redactor, clear)
 

@@ -6,7 +6,6 @@ Runs while this run holds the stack's concurrency slot, so no other run of ours 
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -14,19 +13,26 @@ from typing import Any
 
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.workspace import Workspaces
-from stackflow.engine.base import Listener, StackSpec
+from stackflow.engine.base import Fence, Listener, StackSpec
+from stackflow.engine.checkpoints import LockHolder
 from stackflow.processes import pid_alive
 
 RunningOn = Callable[[StackSpec, Any], AbstractContextManager[None]]
 
 
-def recover(ws: Workspaces, spec: StackSpec, listener: Listener, running_on: RunningOn) -> bool:
-    """Clear a dead process's lock (file backend) and the stack's pending operations.
+def recover(
+    ws: Workspaces,
+    spec: StackSpec,
+    listener: Listener,
+    running_on: RunningOn,
+    fence: Fence | None = None,
+) -> bool:
+    """Clear a dead run's lock and the stack's pending operations.
 
     Returns True if there was anything (pending operations are cleared with
     `refresh --clear-pending-creates`).
     """
-    unlocked = clear_stale_locks(ws, spec, listener)
+    unlocked = clear_stale_locks(ws, spec, listener, fence)
     stack = ws.stack(spec, create=False)
     if stack is None:
         return unlocked
@@ -49,35 +55,38 @@ def recover(ws: Workspaces, spec: StackSpec, listener: Listener, running_on: Run
     return True
 
 
-def clear_stale_locks(ws: Workspaces, spec: StackSpec, listener: Listener) -> bool:
-    """Delete the lock files a killed `pulumi` left on a file backend: those whose process is
-    gone from this machine. Nothing else removes them, and every later operation on the stack
-    fails on them. A live process's lock, or another machine's, is left alone.
+def clear_stale_locks(
+    ws: Workspaces, spec: StackSpec, listener: Listener, fence: Fence | None = None
+) -> bool:
+    """Break the locks a dead run left: one this machine's dead `pulumi` holds, or one `fence`
+    says its holder's flow run has ended (see `stackflow.holders`). Nothing else removes them,
+    and every later operation on the stack fails on them. A live process's lock is left alone.
 
-    Returns True if any was deleted.
+    Returns True if any was broken.
     """
+    if ws.pulumi_cloud:
+        return False  # Pulumi Cloud ends stale updates itself: see the stale-lock advice
+    name = ws.stack_name(spec).rsplit("/", 1)[-1]
+    stale: list[tuple[LockHolder, str]] = []
+    for lock in ws.checkpoints().locks(spec.pulumi_project, name):
+        if lock.host == socket.gethostname() and lock.pid is not None and not pid_alive(lock.pid):
+            stale.append((lock, f"pulumi pid {lock.pid} on {lock.host}, which is gone"))
+        elif fence is not None:
+            why = fence(lock)
+            if why:
+                stale.append((lock, why))
+    if not stale:
+        return False
     folder = ws.backend_folder
-    if folder is None:
-        return False  # other backends: the stale-lock advice after the retries says what to do
-    locks = folder / ".pulumi" / "locks"
-    folders = (
-        locks / "organization" / spec.pulumi_project / spec.environment,
-        locks / spec.environment,
-    )
-    removed = False
-    for path in sorted(p for d in folders for p in d.glob("*.json")):
-        try:
-            holder = json.loads(path.read_text())
-            pid, host = int(holder["pid"]), str(holder["hostname"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # gone meanwhile, or not a lock we can read: left to the advice
-        if host != socket.gethostname() or pid_alive(pid):
-            continue
-        path.unlink(missing_ok=True)
-        path.with_name(path.name + ".attrs").unlink(missing_ok=True)
-        listener.line(
-            f"stack {spec.label}: removed the lock of an interrupted update (pulumi pid {pid} "
-            f"on {host}, which is gone)"
-        )
-        removed = True
-    return removed
+    if folder is not None:  # a file backend: delete exactly the stale lock files
+        for lock, _ in stale:
+            path = folder / lock.key
+            path.unlink(missing_ok=True)
+            path.with_name(path.name + ".attrs").unlink(missing_ok=True)
+    else:  # on PostgreSQL and S3, `pulumi cancel` deletes the stack's lock objects (stops nothing)
+        stack = ws.stack(spec, create=False)
+        if stack is not None:
+            stack.cancel()
+    for _lock, why in stale:
+        listener.line(f"stack {spec.label}: removed the lock of an interrupted update ({why})")
+    return True

@@ -1,0 +1,98 @@
+"""No run left "Running": Prefect's own mechanism, for one machine and many.
+
+Every flow run stackflow starts (the command line's, a worker's, a served deployment's) sends a
+heartbeat event every `HEARTBEAT_S` seconds (Prefect's `PREFECT_FLOWS_HEARTBEAT_FREQUENCY`, 30 s
+at least). An automation, installed on every Prefect server the project starts (and by
+`python flows/run.py server automation` on a team's own), marks a flow run Crashed when its
+heartbeats stop for `ZOMBIE_WINDOW_S` without it ending: a killed process, a lost machine.
+Its concurrency slots' leases then expire, and the next run of the environment breaks the locks
+it left (fenced, see `stackflow.holders`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
+
+HEARTBEAT_S = 30  # Prefect's minimum
+ZOMBIE_WINDOW_S = 90  # three missed heartbeats
+AUTOMATION_NAME = "stackflow: crash flow runs whose heartbeats stopped"
+HEARTBEAT_VARIABLE = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
+
+
+def heartbeat_environment() -> dict[str, str]:
+    """What a process that runs flows needs in its environment to send heartbeats."""
+    return {HEARTBEAT_VARIABLE: str(HEARTBEAT_S)}
+
+
+def zombie_automation(window_s: int = ZOMBIE_WINDOW_S) -> Any:
+    """The automation (Prefect's documented one): a flow run that sent a heartbeat and then
+    neither another one nor a final state within `window_s` is set Crashed."""
+    from datetime import timedelta
+
+    from prefect.automations import Automation
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    return Automation(
+        name=AUTOMATION_NAME,
+        description=(
+            f"stackflow: a flow run whose heartbeats (every {HEARTBEAT_S}s) stop for {window_s}s "
+            "without a final state ended with its process or machine: mark it Crashed, so its "
+            "concurrency slots free up and the next run may heal the locks it left"
+        ),
+        trigger=EventTrigger(
+            after={"prefect.flow-run.heartbeat"},
+            expect={
+                "prefect.flow-run.heartbeat",
+                "prefect.flow-run.Completed",
+                "prefect.flow-run.Failed",
+                "prefect.flow-run.Cancelled",
+                "prefect.flow-run.Crashed",
+            },
+            match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=timedelta(seconds=window_s),
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED,
+                message=(
+                    f"stackflow: no heartbeat for {window_s}s: the process running this flow run "
+                    "ended without reporting (killed, or its machine lost)"
+                ),
+            )
+        ],
+    )
+
+
+def install_zombie_automation(client: SyncPrefectClient, window_s: int = ZOMBIE_WINDOW_S) -> bool:
+    """Create the automation on the server `client` talks to, once (by name); whether it was
+    created now."""
+    wanted = zombie_automation(window_s)
+    existing = [a for a in client.read_automations_by_name(AUTOMATION_NAME)]
+    if existing:
+        return False
+    client.create_automation(wanted)
+    return True
+
+
+def flow_run_state(flow_run_id: str) -> str | None:
+    """The state type of a flow run (COMPLETED, CRASHED, RUNNING, ...), None if unknown."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            state = client.read_flow_run(UUID(flow_run_id)).state
+    except (ObjectNotFound, ValueError):
+        return None
+    return state.type.value if state is not None else None
