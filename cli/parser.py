@@ -148,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "server":
             p.add_argument("action", choices=("start", "stop", "status"), help="what to do")
+            p.add_argument(
+                "--database",
+                choices=("sqlite", "postgres"),
+                help="start: the server's database. sqlite (the default: one person) or postgres "
+                "(team mode on this machine: the project's own PostgreSQL, which also holds the "
+                "Pulumi state and stackflow's records; Prefect's basic auth on)",
+            )
         if name == "migrate":
             migrate.add_arguments(p)
         if name == "cloud":

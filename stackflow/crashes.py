@@ -32,13 +32,12 @@ def zombie_automation(window_s: int = ZOMBIE_WINDOW_S) -> Any:
     neither another one nor a final state within `window_s` is set Crashed."""
     from datetime import timedelta
 
-    from prefect.automations import Automation
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState
-    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
     from prefect.events.schemas.events import ResourceSpecification
 
-    return Automation(
+    return AutomationCore(
         name=AUTOMATION_NAME,
         description=(
             f"stackflow: a flow run whose heartbeats (every {HEARTBEAT_S}s) stop for {window_s}s "

@@ -1,25 +1,32 @@
-"""A local Prefect server owned by the project (SQLite under the state folder).
+"""A local Prefect server owned by the project: on SQLite under the state folder (one person,
+the default), or on the PostgreSQL the project owns (team mode on one machine, with Prefect's
+basic auth on).
 
 `python flows/run.py` uses it when no PREFECT_API_URL is configured: started on first use, reused
 by later runs (so they start in about a second and show up in its UI), stopped with
-`python flows/run.py server stop`. Tests start their own with `start_prefect_server`.
+`python flows/run.py server stop`. Tests start their own with `start_prefect_server`. Every server
+started here gets the zombie automation (`stackflow.crashes`), and none inherits a secret: its
+own auth string is in its PREFECT_HOME's profile (0600), never in its environment.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import sys
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from stackflow.errors import StackflowError
+from stackflow.processes import clean_environment, runs, start_detached, stop
 from stackflow.processes import free_port as free_port  # old home, for branches in flight
-from stackflow.processes import runs, start_detached, stop
 from stackflow.state import StateLayout
 
 
@@ -33,19 +40,57 @@ class PrefectServer:
     home: Path
     pid: int
     log: Path
+    database: str = "sqlite"  # or "postgres"
+    auth_string: str | None = field(default=None, repr=False)  # user:password (team mode)
 
     @property
     def api_url(self) -> str:
         return f"{self.url}/api"
 
 
-def healthy(url: str, timeout: float = 2.0) -> bool:
+def _auth_header(auth_string: str | None) -> dict[str, str]:
+    if not auth_string:
+        return {}
+    token = base64.b64encode(auth_string.encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def healthy(url: str, timeout: float = 2.0, auth_string: str | None = None) -> bool:
     """Whether a Prefect server answers healthy at `url` (without /api)."""
+    request = urllib.request.Request(f"{url}/api/health", headers=_auth_header(auth_string))
     try:
-        with urllib.request.urlopen(f"{url}/api/health", timeout=timeout) as r:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
             return bool(r.status == 200)
     except OSError:
         return False
+
+
+def auth_string(home: Path) -> str:
+    """The basic auth a team-mode server asks for (`stackflow:<random>`), generated once and kept
+    0600 in its home; a second worker on this machine reads it from there."""
+    path = home / "auth"
+    with contextlib.suppress(FileNotFoundError):
+        found = path.read_text().strip()
+        if found:
+            return found
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    value = f"stackflow:{secrets.token_urlsafe(24)}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value)
+    return value
+
+
+def _write_profile(home: Path, auth: str | None) -> None:
+    """The server's own settings that are secrets live in its profile file (0600), read by
+    Prefect from its PREFECT_HOME, not in its process environment."""
+    path = home / "profiles.toml"
+    lines = ['active = "stackflow"', "", "[profiles.stackflow]"]
+    if auth:
+        lines.append(f"PREFECT_SERVER_API_AUTH_STRING = {json.dumps(auth)}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
 
 
 def drain_prefect_queues(timeout: float = 10.0) -> None:
@@ -69,38 +114,76 @@ def _prefect_executable() -> str:
 
 
 def start_prefect_server(
-    home: Path, port: int, *, ui: bool = True, timeout: float = 120.0
+    home: Path,
+    port: int,
+    *,
+    ui: bool = True,
+    timeout: float = 120.0,
+    database_url: str | None = None,
+    auth: str | None = None,
+    automation: bool = True,
 ) -> PrefectServer:
     """Start `prefect server start` detached, with its own PREFECT_HOME; wait until healthy.
+
+    Args:
+        database_url: its database (SQLAlchemy URL); default SQLite in `home`.
+        auth: `user:password` for Prefect's basic auth (team mode); None: none.
+        automation: install the zombie automation (`stackflow.crashes`) once it answers.
 
     Raises:
         PrefectServerError: with the tail of its log when it exits or does not answer in time.
     """
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{home / 'prefect.db'}",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_UI_ENABLED": "true" if ui else "false",
-        "PREFECT_UI_API_URL": f"{url}/api",
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-    }
+    _write_profile(home, auth)
+    env = clean_environment(
+        {
+            "PREFECT_HOME": str(home),
+            "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
+            "PREFECT_API_DATABASE_CONNECTION_URL": database_url
+            or f"sqlite+aiosqlite:///{home / 'prefect.db'}",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_UI_ENABLED": "true" if ui else "false",
+            "PREFECT_UI_API_URL": f"{url}/api",
+            "PREFECT_LOGGING_LEVEL": "WARNING",
+        }
+    )
     env.pop("PREFECT_API_URL", None)
     log = home / "server.log"
     process = start_detached(
         [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
         log=log,
         env=env,
-        ready=lambda _process: healthy(url),
+        ready=lambda _process: healthy(url, auth_string=auth),
         what="prefect server",
         not_ready=f"did not answer on {url}",
         error=PrefectServerError,
         timeout_s=timeout,
         poll_s=0.3,
     )
-    return PrefectServer(url, home, process.pid, log)
+    server = PrefectServer(
+        url, home, process.pid, log, "postgres" if database_url else "sqlite", auth
+    )
+    if automation:
+        try:
+            install_automation(server)
+        except Exception as exc:
+            stop_prefect_server(server.pid)
+            raise PrefectServerError(
+                f"the Prefect server on {url} started, but its crash automation could not be "
+                f"installed ({type(exc).__name__}: {exc}); it was stopped (log {log})"
+            ) from None
+    return server
+
+
+def install_automation(server: PrefectServer) -> None:
+    """The zombie automation (`stackflow.crashes`) on `server`, once."""
+    from prefect.client.orchestration import SyncPrefectClient
+
+    from stackflow.crashes import install_zombie_automation
+
+    with SyncPrefectClient(server.api_url, auth_string=server.auth_string) as client:
+        install_zombie_automation(client)
 
 
 def stop_prefect_server(pid: int, timeout: float = 15.0) -> None:
@@ -113,43 +196,124 @@ def _is_prefect_server(pid: int) -> bool:
     return runs(pid, "prefect", "server")
 
 
-def ensure_local_prefect(
-    state_dir: Path, port: int, say: Callable[[str], object] | None = None
-) -> PrefectServer:
-    """The project's local server: reuse the one recorded in the state folder, else start one."""
-    home = StateLayout(state_dir).prefect
-    record = home / "server.json"
-    url = f"http://127.0.0.1:{port}"
-    if record.exists():
-        info = json.loads(record.read_text())
-        if info.get("url") == url and healthy(url):
-            return PrefectServer(url, home, int(info["pid"]), home / "server.log")
-        old_pid = int(info.get("pid", 0))
-        if info.get("url") != url and _is_prefect_server(old_pid):
-            # One database, one server: the folder's server moves to the new port.
+class TeamDatabase:
+    """The PostgreSQL a team-mode server runs on, and what the CLI and workers on this machine
+    point at: Prefect's database, the Pulumi backend and stackflow's records, each its own
+    database on it (Unix socket, no password in any URL)."""
+
+    def __init__(self, state_dir: Path, say: Callable[[str], object] | None = None) -> None:
+        from stackflow.postgres import create_database, ensure_postgres
+        from stackflow.postgres.urls import (
+            PREFECT_DATABASE,
+            PULUMI_DATABASE,
+            RECORDS_DATABASE,
+            prefect_database_url,
+            pulumi_backend_url,
+            records_url,
+        )
+
+        def log(line: str) -> None:
             if say is not None:
-                say(
-                    f"stopping this state folder's Prefect server on {info.get('url')}: moving to {url}"
-                )
-            stop_prefect_server(old_pid)
-        record.unlink(missing_ok=True)
+                say(line)
+
+        server = ensure_postgres(StateLayout(state_dir).postgres, log=log)
+        for name in (PREFECT_DATABASE, PULUMI_DATABASE, RECORDS_DATABASE):
+            create_database(server, name)
+        self.prefect_url = prefect_database_url(server)
+        self.backend_url = pulumi_backend_url(server)
+        self.records_url = records_url(server)
+
+
+def _record(home: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads((home / "server.json").read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        raise PrefectServerError(
+            f"{home / 'server.json'} is damaged: stop the server that may run from it "
+            "(`python flows/run.py server stop`), or delete the file, then start again"
+        ) from None
+    return found if isinstance(found, dict) else None
+
+
+def ensure_local_prefect(
+    state_dir: Path,
+    port: int,
+    say: Callable[[str], object] | None = None,
+    database: str | None = None,
+) -> PrefectServer:
+    """The project's local server: reuse the one recorded in the state folder, else start one.
+
+    Args:
+        database: "sqlite" (one person), "postgres" (team mode on this machine: the project's
+            PostgreSQL, Prefect's basic auth on), or None: whichever runs, else SQLite.
+
+    Raises:
+        PrefectServerError: the folder's server runs on another port or database (it is never
+            stopped under a run that may use it: `server stop` first), or it did not start.
+    """
+    home = StateLayout(state_dir).prefect
+    url = f"http://127.0.0.1:{port}"
+    info = _record(home)
+    if info is not None and _is_prefect_server(int(info.get("pid", 0))):
+        running_on = str(info.get("database", "sqlite"))
+        auth = auth_string(home) if running_on == "postgres" else None
+        if info.get("url") != url:
+            raise PrefectServerError(
+                f"this state folder's Prefect server runs on {info.get('url')}, not {url}; "
+                "runs may be using it, so it is not moved: use "
+                f"STACKFLOW_LOCAL_PREFECT_PORT={str(info.get('url')).rsplit(':', 1)[-1]}, or "
+                "stop it first with `python flows/run.py server stop`"
+            )
+        if database is not None and database != running_on:
+            raise PrefectServerError(
+                f"this state folder's Prefect server runs on {running_on}, not {database}: stop "
+                "it first with `python flows/run.py server stop`, then start it again"
+            )
+        if healthy(url, auth_string=auth):
+            return PrefectServer(url, home, int(info["pid"]), home / "server.log", running_on, auth)
+    (home / "server.json").unlink(missing_ok=True)
     if healthy(url):
         raise PrefectServerError(
             f"port {port} already answers as a Prefect server that stackflow did not start; set "
             f"PREFECT_API_URL={url}/api to use it, or STACKFLOW_LOCAL_PREFECT_PORT to another port"
         )
+    team = database == "postgres"
     if say is not None:
-        say(f"starting a local Prefect server on {url} (first run takes ~15 s; UI at {url})")
-    server = start_prefect_server(home, port)
-    record.write_text(json.dumps({"url": server.url, "pid": server.pid}))
+        where = "PostgreSQL (team mode)" if team else "SQLite"
+        say(f"starting a local Prefect server on {url}, on {where} (~15 s; UI at {url})")
+    database_url, extra = None, {}
+    if team:
+        db = TeamDatabase(state_dir, say)
+        database_url = db.prefect_url
+        extra = {"backend_url": db.backend_url, "records_url": db.records_url}
+    server = start_prefect_server(
+        home, port, database_url=database_url, auth=auth_string(home) if team else None
+    )
+    record = {"url": server.url, "pid": server.pid, "database": server.database, **extra}
+    (home / "server.json").write_text(json.dumps(record))
     return server
 
 
+def server_record(state_dir: Path) -> dict[str, Any] | None:
+    """What the state folder's local server record says (url, pid, database, the team URLs)."""
+    return _record(StateLayout(state_dir).prefect)
+
+
 def stop_local_prefect(state_dir: Path) -> bool:
-    """Stop the state folder's local Prefect server; whether one was recorded."""
-    record = StateLayout(state_dir).prefect / "server.json"
-    if not record.exists():
+    """Stop the state folder's local Prefect server (and, in team mode, its PostgreSQL); whether
+    one was recorded."""
+    home = StateLayout(state_dir).prefect
+    info = _record(home)
+    if info is None:
         return False
-    stop_prefect_server(int(json.loads(record.read_text())["pid"]))
-    record.unlink(missing_ok=True)
+    pid = int(info.get("pid", 0))
+    if _is_prefect_server(pid):
+        stop_prefect_server(pid)
+    if info.get("database") == "postgres":
+        from stackflow.postgres import stop_postgres
+
+        stop_postgres(StateLayout(state_dir).postgres)
+    (home / "server.json").unlink(missing_ok=True)
     return True

@@ -228,3 +228,28 @@ def stop(pid: int, *, group: bool = False, timeout_s: float = 30.0) -> bool:
         send_signal(pid, signal.SIGKILL, group=group)  # a database recovers at its next start
         wait_gone(pid, 5.0)
     return True
+
+
+# What a server or tool this project starts never inherits: stackflow's own settings (a state
+# passphrase, a backend URL with its password) and the credentials of Prefect and Pulumi clients.
+WITHHELD_PREFIXES = ("STACKFLOW_",)
+WITHHELD_NAMES = frozenset(
+    {
+        "PREFECT_API_AUTH_STRING",
+        "PREFECT_API_KEY",
+        "PULUMI_CONFIG_PASSPHRASE",
+        "PULUMI_ACCESS_TOKEN",
+    }
+)
+
+
+def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without what a child must never see (see above), plus `extra`
+    (what the child needs, given explicitly)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(WITHHELD_PREFIXES) and k not in WITHHELD_NAMES
+    }
+    env.update(extra or {})
+    return env

@@ -11,8 +11,13 @@ from typing import Any
 
 
 def use_local_prefect(settings: Any) -> None:
-    """With no PREFECT_API_URL, run against the project's own local server (started once, reused)."""
+    """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
+    SQLite unless this state folder runs one in team mode)."""
+    from stackflow.crashes import heartbeat_environment
+
+    os.environ.update({k: v for k, v in heartbeat_environment().items() if k not in os.environ})
     if os.environ.get("PREFECT_API_URL"):
+        point_prefect_at(os.environ["PREFECT_API_URL"])  # heartbeats on, whoever set the URL
         return
     from stackflow.localprefect import ensure_local_prefect
 
@@ -20,18 +25,21 @@ def use_local_prefect(settings: Any) -> None:
         print(text, file=sys.stderr)  # stdout is the summary's (and --json's)
 
     server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=progress)
-    point_prefect_at(server.api_url)
+    point_prefect_at(server.api_url, server.auth_string)
     progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
 
 
-def point_prefect_at(api_url: str) -> None:
-    """Make this process's Prefect client (every thread's) talk to `api_url`.
+def point_prefect_at(api_url: str, auth: str | None = None) -> None:
+    """Make this process's Prefect client (every thread's) talk to `api_url`, sending heartbeats.
 
     Prefect reads its settings when it is imported, and the cheap refusals may have imported it
     already (the graph's tasks): its global settings are rebuilt, or runs would start a temporary
-    server of their own. The variable is Prefect's own, and reaches the flow run's threads.
+    server of their own. The variables are Prefect's own and stay in this process: children get
+    an environment without them (`stackflow.processes.clean_environment`).
     """
     os.environ["PREFECT_API_URL"] = api_url
+    if auth:
+        os.environ["PREFECT_API_AUTH_STRING"] = auth
     if "prefect" in sys.modules:
         import prefect.context
 
@@ -40,17 +48,33 @@ def point_prefect_at(api_url: str) -> None:
 
 def run(args: argparse.Namespace, settings: Any) -> int:
     """Start, stop or show the local Prefect server (`stop`: the local cloud too); 0."""
+    from stackflow.backends import mask_url
     from stackflow.localcloud.server import cloud_status, stop_cloud
-    from stackflow.localprefect import ensure_local_prefect, healthy, stop_local_prefect
+    from stackflow.localprefect import (
+        ensure_local_prefect,
+        healthy,
+        server_record,
+        stop_local_prefect,
+    )
 
     url = f"http://127.0.0.1:{settings.local_prefect_port}"
     say = (lambda _text: None) if args.json else print
     report: dict[str, Any] = {}
     if args.action == "start":
         quiet = (lambda text: print(text, file=sys.stderr)) if args.json else print
-        server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=quiet)
-        report["prefect"] = {"url": server.url, "running": True}
-        say(f"Prefect UI: {server.url}")
+        server = ensure_local_prefect(
+            settings.state_dir, settings.local_prefect_port, say=quiet, database=args.database
+        )
+        report["prefect"] = {"url": server.url, "running": True, "database": server.database}
+        say(f"Prefect UI: {server.url} (on {server.database})")
+        if server.database == "postgres":
+            team = server_record(settings.state_dir) or {}
+            report["team"] = {
+                "backend_url": mask_url(str(team.get("backend_url"))),
+                "records_url": mask_url(str(team.get("records_url"))),
+            }
+            for line in team_lines(server.api_url, team, settings.state_dir):
+                say(line)
     elif args.action == "stop":
         stopped = stop_local_prefect(settings.state_dir)
         report["prefect"] = {"url": url, "stopped": stopped}
@@ -59,12 +83,44 @@ def run(args: argparse.Namespace, settings: Any) -> int:
         report["local_cloud"] = {"stopped": stopped}
         say(f"local cloud: {'stopped' if stopped else 'no local cloud server was running'}")
     else:
-        running = healthy(url)
-        report["prefect"] = {"url": url, "running": running}
-        say(f"Prefect {url}: {'running' if running else 'not running'}")
+        record = server_record(settings.state_dir) or {}
+        database = str(record.get("database", "sqlite")) if record else None
+        auth = None
+        if database == "postgres":
+            from stackflow.localprefect import auth_string
+
+            auth = auth_string(settings.state.prefect)
+        running = healthy(url, auth_string=auth)
+        report["prefect"] = {"url": url, "running": running, "database": database}
+        say(
+            f"Prefect {url}: {'running' if running else 'not running'}"
+            + (f" (on {database})" if database else "")
+        )
+        report["backend_url"] = mask_url(settings.resolved_backend_url)
+        report["records_url"] = mask_url(settings.resolved_records_url)
+        say(f"Pulumi backend: {report['backend_url']}")
+        say(f"stackflow's records: {report['records_url']}")
+        if record.get("backend_url"):
+            report["team"] = {
+                "backend_url": mask_url(str(record["backend_url"])),
+                "records_url": mask_url(str(record.get("records_url"))),
+            }
         cloud = cloud_status(settings.localcloud_root)
         report["local_cloud"] = {"url": cloud.url if cloud else None, "running": bool(cloud)}
         say(f"local cloud: {f'running at {cloud.url}' if cloud else 'not running'}")
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     return 0
+
+
+def team_lines(api_url: str, team: dict[str, Any], state_dir: Any) -> list[str]:
+    """What a worker or a teammate's shell on this machine sets to use the team-mode server."""
+    auth_file = f"{state_dir}/prefect/auth"
+    return [
+        "Team mode on this machine: Prefect, the Pulumi state and stackflow's records on the "
+        "project's PostgreSQL. For every worker and shell here:",
+        f"  export PREFECT_API_URL={api_url}",
+        f'  export PREFECT_API_AUTH_STRING="$(cat {auth_file})"',
+        f"  export STACKFLOW_BACKEND_URL='{team.get('backend_url')}'",
+        "  export STACKFLOW_STATE_PASSPHRASE=...   # one passphrase for the whole team",
+    ]

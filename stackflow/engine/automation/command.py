@@ -28,15 +28,13 @@ from pulumi.automation.errors import create_command_error
 from semver import VersionInfo
 
 from stackflow.errors import EngineUnavailable
-
-_WITHHELD_PREFIXES = ("STACKFLOW_",)
+from stackflow.processes import clean_environment
 
 
 def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
-    """This process's environment without stackflow's own settings, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_WITHHELD_PREFIXES)}
-    env.update(extra)
-    return env
+    """This process's environment without stackflow's settings or other clients' credentials,
+    plus `extra` (the engine's own PULUMI_* variables)."""
+    return clean_environment(extra)
 
 
 # The commands that take a stack's lock: their pids are what a lock in the backend names.

@@ -27,7 +27,15 @@ from stackflow.localcloud.server.record import (
     forget_record,
     read_record,
 )
-from stackflow.processes import folder_lock, runs, start_detached, stop, wait_gone, wait_port_free
+from stackflow.processes import (
+    clean_environment,
+    folder_lock,
+    runs,
+    start_detached,
+    stop,
+    wait_gone,
+    wait_port_free,
+)
 
 MODULE = "stackflow.localcloud.server"  # what the server process runs (`python -m`)
 _START_TIMEOUT_S = 120.0
@@ -52,17 +60,19 @@ def cloud_status(root: Path) -> CloudServer | None:
 
 
 def _start(root: Path, port: int, region: str, dataplane: bool) -> CloudServer:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
-        ),
-        "MOTO_IAM_LOAD_MANAGED_POLICIES": "true",
-        "PYTHONUNBUFFERED": "1",
-        # Fixed string hashing: set iteration order inside moto is the same in every server
-        # process, so a replay draws its random ids in the same order as the original run.
-        "PYTHONHASHSEED": "0",
-    }
+    # Never the caller's secrets (a state passphrase, a backend password): see clean_environment.
+    env = clean_environment(
+        {
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
+            ),
+            "MOTO_IAM_LOAD_MANAGED_POLICIES": "true",
+            "PYTHONUNBUFFERED": "1",
+            # Fixed string hashing: set iteration order inside moto is the same in every server
+            # process, so a replay draws its random ids in the same order as the original run.
+            "PYTHONHASHSEED": "0",
+        }
+    )
     url = f"http://127.0.0.1:{port}"
     control = ControlClient(url)
 
