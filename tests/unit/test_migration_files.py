@@ -377,7 +377,22 @@ def test_retry_condition_retries_only_transient_database_errors() -> None:
     assert not retried(Failed(data=MigrationSQLError("bad statement")))
     assert not retried(Completed(data=None))
     assert run_migrations.retry_condition_fn is retry_if_transient_database
-    assert run_migrations.retries == 3 and run_migrations.retry_jitter_factor == 0.5
+    # how often and how long come from the settings' RetryPolicy, never from the decorator: by
+    # default three retries, delays drawn with +-50% jitter (two runs retrying drift apart)
+    from stackflow.retry import migration_policy
+    from stackflow.settings import MigrationSettings
+
+    assert run_migrations.retries == 0  # the decorator carries no number
+    policy = migration_policy(MigrationSettings().retries)
+    assert (policy.retries, policy.jitter) == (3, 0.5)
+    retried_task = run_migrations.with_options(**policy.task_options())
+    assert (
+        retried_task.retries == 3 and retried_task.retry_condition_fn is retry_if_transient_database
+    )
+    delays = retried_task.retry_delay_seconds
+    assert isinstance(delays, list) and len(delays) == 3
+    for delay, base in zip(delays, policy.base_delays(), strict=True):
+        assert base * 0.5 <= delay <= base * 1.5
 
 
 def cli_args(*argv: str) -> argparse.Namespace:
