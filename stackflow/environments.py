@@ -64,12 +64,18 @@ def check_cloud(settings: Settings) -> None:
         return
     deployed_on = json.loads(path.read_text()).get("cloud")
     if deployed_on and deployed_on != settings.cloud:
+        file = settings.source.environment_file or "its environment file"
+        if "cloud" in settings.source.overrides:  # --cloud, or the flow's cloud parameter
+            where = f"--cloud {settings.cloud}, or the flow's cloud parameter"
+        else:
+            where = f'cloud = "{settings.cloud}" in {file}'
         raise CloudMismatch(
             f"environment {settings.environment!r} is deployed on "
             f"{_CLOUD_WORDS.get(deployed_on, deployed_on)}, and this run targets "
-            f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} (STACKFLOW_CLOUD={settings.cloud}). "
-            f"Run it with STACKFLOW_CLOUD={deployed_on} (destroy it there first to move it), or "
-            "use another environment name. Nothing was changed."
+            f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} ({where}). "
+            f"Run it with --cloud {deployed_on} (the flow's cloud parameter), or set "
+            f'cloud = "{deployed_on}" in {file} (destroy it there first to move it), or use '
+            "another environment name. Nothing was changed."
         )
 
 

@@ -69,8 +69,8 @@ if TYPE_CHECKING:
 HISTORY_TABLE = "stackflow_schema_history"
 FILE_PATTERN = "V<version>__<description>.sql (e.g. V001__create_hello_pulumi.sql)"
 REPAIR_COMMAND = "python flows/run.py migrate --repair"
-ALLOW_MISSING = "--allow-missing (STACKFLOW_MIGRATIONS_ALLOW_MISSING=true)"
-STRIP_DEFINER = "--strip-definer (STACKFLOW_MIGRATIONS_STRIP_DEFINER=true)"
+ALLOW_MISSING = "--allow-missing (for every run: allow_missing = true under [migrations] in environments/<name>.toml)"
+STRIP_DEFINER = "--strip-definer (for every run: strip_definer = true under [migrations] in environments/<name>.toml)"
 
 __all__ = ["Statement", "split_statements"]  # re-exported: the splitter lives in sqlsplit
 
@@ -667,7 +667,8 @@ def compute_plan(
         raise MigrationOrderError(
             f"{late[0].path} has version {late[0].version}, below the latest applied version "
             f"{latest}; renumber it above {latest}, or allow it with --allow-out-of-order "
-            "(STACKFLOW_MIGRATIONS_ALLOW_OUT_OF_ORDER=true)"
+            "(for every run: allow_out_of_order = true under [migrations] in "
+            "environments/<name>.toml)"
         )
     return Plan(applied, pending, resume, missing, baseline)
 

@@ -471,7 +471,7 @@ CASES = [
         "backend-s3-without-bucket",
         at("up"),
         2,
-        r"STACKFLOW_BACKEND_URL: 's3:///stackflow' names no bucket",
+        r"STACKFLOW_BACKEND_URL: an s3:// backend names no bucket; use s3://<bucket>\[/prefix\]",
         env={"STACKFLOW_BACKEND_URL": "s3:///stackflow"},
     ),
     Case(

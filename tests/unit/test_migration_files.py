@@ -280,6 +280,7 @@ def test_plan_refuses_out_of_order_unless_allowed(tmp_path: Path) -> None:
     with pytest.raises(MigrationOrderError, match="below the latest applied version 3") as info:
         compute_plan(history, files, False)
     assert str(files[1].path) in str(info.value) and "--allow-out-of-order" in str(info.value)
+    assert "allow_out_of_order = true under [migrations]" in str(info.value)
     assert [m.version for m in compute_plan(history, files, True).pending] == [2]
 
 
