@@ -72,7 +72,8 @@ def cli(target: MysqlTarget, *argv: str, kind: str = "dev") -> tuple[int, str, s
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     out, err = io.StringIO(), io.StringIO()
-    app = get_settings().model_copy(update={"environment": kind})
+    app = get_settings(kind)  # the repository's environments/<kind>.toml: prod is protected
+    assert app.protected is (kind == "prod")
     code = cli_run(parser.parse_args(list(argv)), app, lambda: target, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
