@@ -1,6 +1,7 @@
-"""Shared pieces of the benchmarks: the servers a run needs, settings for the processes it measures,
-a /proc sampler for their memory, the critical path of the injected latencies, the results file
-and its table.
+"""Shared pieces of the benchmarks: the servers a run needs, a project folder whose environment
+files say what each benchmark environment deploys, this machine's settings for the processes it
+measures, a /proc sampler for their memory, the critical path of the injected latencies, the
+results file and its table.
 
 Every pipeline figure comes from the **real engine** (the Pulumi CLI through the Automation API)
 deploying to the **local cloud**: moto's AWS APIs on loopback behind the project's own provider
@@ -77,13 +78,60 @@ def workdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=f"stackflow-bench-{prefix}-")
 
 
+# --- the project the benchmarks deploy: environment files, never variables ------------------------
+
+KINDS = ("dev", "staging", "prod", "ephemeral")
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def environment_toml(kind: str, sections: Mapping[str, Any]) -> str:
+    """An environment file: its kind, the local cloud, the bench's region, then `sections`
+    (top-level keys as values, sections as dicts; an empty section is left out)."""
+    top: dict[str, Any] = {"kind": kind, "cloud": "local"}
+    top |= {k: v for k, v in sections.items() if not isinstance(v, Mapping)}
+    tables: dict[str, dict[str, Any]] = {"aws": {"region": REGION}}
+    for name, values in sections.items():
+        if isinstance(values, Mapping):
+            tables[name] = {**tables.get(name, {}), **values}
+    lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
+    for name, values in tables.items():
+        if values:
+            lines += [f"[{name}]", *(f"{k} = {_toml(v)}" for k, v in values.items())]
+    return "\n".join(lines) + "\n"
+
+
+def bench_project(folder: Path) -> Path:
+    """A project folder for the bench's runs, as tests/realenv.test_project makes one: the
+    repository's stackflow.toml and migrations, and a template per kind (the local cloud, the
+    bench's region), so any name (ours-a, plain-a, bench-task) deploys its kind's defaults.
+    Session.template and Session.declare change what they deploy."""
+    templates = folder / "environments" / "templates"
+    templates.mkdir(parents=True, exist_ok=True)
+    for kind in KINDS:
+        (templates / f"{kind}.toml").write_text(environment_toml(kind, {}))
+    (folder / "stackflow.toml").write_text((ROOT / "stackflow.toml").read_text())
+    if not (folder / "migrations").exists():
+        (folder / "migrations").symlink_to(ROOT / "migrations")
+    return folder
+
+
 # --- the servers a run needs ----------------------------------------------------------------------
 
 
 @dataclass
 class Session:
-    """A Prefect server and a local cloud server, both on free loopback ports, and the settings
-    every measured process gets (its own state folder comes on top)."""
+    """A Prefect server and a local cloud server, both on free loopback ports, the project whose
+    environment files say what the bench deploys, and this machine's settings every measured
+    process gets (its own state folder comes on top)."""
 
     folder: Path
     prefect_api_url: str
@@ -92,11 +140,29 @@ class Session:
     cloud_root: Path
     cloud_port: int
     cloud_pid: int
+    project: Path
+
+    def template(self, kind: str, **sections: Any) -> Path:
+        """What every environment of `kind` without a file of its own deploys, e.g.
+        `template("dev", network={"nat_gateway": True})`."""
+        path = self.project / "environments" / "templates" / f"{kind}.toml"
+        path.write_text(environment_toml(kind, sections))
+        return path
+
+    def declare(self, environment: str, **sections: Any) -> Path:
+        """Write (or rewrite) `environment`'s own file: what every later run of it deploys, e.g.
+        `declare("ours-a", app={"desired_count": 2})`. Its kind follows the name."""
+        from stackflow.settings import kind_of
+
+        path = self.project / "environments" / f"{environment}.toml"
+        path.write_text(environment_toml(kind_of(environment).value, sections))
+        return path
 
     def env(self, state_dir: Path | None = None, **extra: str) -> dict[str, str]:
         """Environment of a measured process: the user's, minus any STACKFLOW_/PULUMI_/AWS_/
-        PREFECT_ settings, plus the session's servers, a HOME of its own (the user's ~/.pulumi
-        stays untouched) and the Pulumi CLI cache setup.sh filled."""
+        PREFECT_ settings, plus the session's project and servers, a HOME of its own (the user's
+        ~/.pulumi stays untouched) and the Pulumi CLI cache setup.sh filled. `extra` are more
+        variables of this machine; what an environment deploys is its file's (`declare`)."""
         from stackflow.pulumi_cli import cache_root
 
         prefixes = ("STACKFLOW_", "PULUMI_", "AWS_", "PREFECT_")
@@ -107,10 +173,9 @@ class Session:
             {
                 "HOME": str(home),
                 "STACKFLOW_CACHE_DIR": str(cache_root()),
-                "STACKFLOW_CLOUD": "local",
+                "STACKFLOW_PROJECT_DIR": str(self.project),
                 "STACKFLOW_LOCALCLOUD_DIR": str(self.cloud_root),
                 "STACKFLOW_LOCALCLOUD_PORT": str(self.cloud_port),
-                "STACKFLOW_AWS_REGION": REGION,
                 "PREFECT_API_URL": self.prefect_api_url,
                 "PREFECT_HOME": str(self.folder / "prefect-client"),
                 "PYTHONUNBUFFERED": "1",
@@ -131,7 +196,8 @@ class Session:
 @contextlib.contextmanager
 def session(folder: Path) -> Iterator[Session]:
     """Start a Prefect server (SQLite, no UI) and a local cloud server (with its data plane) on
-    free ports under `folder`, and stop both (and the cloud's databases) afterwards.
+    free ports under `folder`, make the bench's project there (see `bench_project`), and stop
+    both servers (and the cloud's databases) afterwards.
 
     The cloud is started here, not by a measured process, so it is no descendant of one and its
     memory is never counted as theirs. PREFECT_API_URL in the environment is ignored: a fresh
@@ -142,6 +208,7 @@ def session(folder: Path) -> Iterator[Session]:
     from stackflow.localprefect import start_prefect_server, stop_prefect_server
 
     folder.mkdir(parents=True, exist_ok=True)
+    project = bench_project(folder / "project")
     started = time.monotonic()
     prefect = start_prefect_server(folder / "prefect-server", free_port(), ui=False)
     say(f"Prefect server {prefect.url} healthy after {time.monotonic() - started:.1f}s")
@@ -159,6 +226,7 @@ def session(folder: Path) -> Iterator[Session]:
                 cloud.root,
                 cloud.port,
                 cloud.pid,
+                project,
             )
         finally:
             stop_cloud(root)

@@ -2,7 +2,9 @@
 
 Both sides run the same Pulumi CLI, the same Pulumi home (the project's provider plugins), the same
 local cloud server and the same latency knobs, in processes of their own, one at a time; each has
-its own state (stackflow: STACKFLOW_STATE_DIR; the script: its own file backend). stackflow is
+its own state (stackflow: STACKFLOW_STATE_DIR; the script: its own file backend), and both read
+what an environment deploys from the session's project (benchkit.bench_project): the dev template
+says it for every environment of the run, a file of its own for the changed one. stackflow is
 `python flows/run.py ...` end to end (or, for several environments, one parent flow running the
 deploy flow per environment: bench/fanout.py); the baseline is bench/plain_automation.py (each
 stack's `up` in turn, outputs handed on by hand, migrations and a health check as ours does).
@@ -19,7 +21,8 @@ Measured (every figure beside the script's):
 4. a no-op `up` of the environment (ours skips unchanged stacks by fingerprint; the script runs
    `pulumi up` per stack), median of `--noop-runs`;
 5. a refresh, with every read taking `READ_LATENCY_S`, median of `--refresh-runs`;
-6. one changed stack (the app's desired count, 1 -> 2 -> 1), median of the two;
+6. one changed stack (the app's desired count, 1 -> 2 -> 1, rewritten in the environment's file
+   for both sides), median of the two;
 7. CPU time, and peak memory of the process that runs the flow (or the script) and of the CLI
    processes under it (pulumi and the provider plugins), sampled from /proc (benchkit.TreeSampler);
 8. what Prefect adds around one stack task (bench/overhead.py, on the deployed environment).
@@ -71,8 +74,9 @@ DEPLOY_LATENCY_S = {
 }
 # A refresh only reads (Describe* calls): a fraction of a second each on AWS.
 READ_LATENCY_S = {"*": 0.3}
-# Every environment of the run gets a NAT gateway, so the networking stack has its slow piece.
-SETTINGS = {"STACKFLOW_NETWORK_NAT_GATEWAY": "true"}
+# Every environment of the run gets a NAT gateway, so the networking stack has its slow piece:
+# the dev template of the session's project says so (the run's names are all of the dev kind).
+ENVIRONMENT: dict[str, Any] = {"network": {"nat_gateway": True}}
 RUN_PY = "flows/run.py"
 PLAIN = "bench/plain_automation.py"
 FIRST_DEPLOYS = ("a", "c", "d", "e")  # environment suffixes of the first deploys (b: the fan-out)
@@ -107,11 +111,11 @@ class Sides:
             }
         )
 
-    def ours(self, what: str, args: list[str], settings: Mapping[str, str] | None = None) -> Run:
+    def ours(self, what: str, args: list[str]) -> Run:
         """`python flows/run.py ...` (or a bench script given as args[0] ending in .py)."""
         script = args[0] if args[0].endswith(".py") else RUN_PY
         rest = args[1:] if args[0].endswith(".py") else args
-        env = self.s.env(self.ours_state, **SETTINGS, **(settings or {}))
+        env = self.s.env(self.ours_state)
         run = run_measured([PYTHON, script, *rest], env, self._log(f"ours-{what}")).check()
         found = _FLOW_WALL.findall(run.text())
         extra: dict[str, Any] = {}
@@ -126,12 +130,11 @@ class Sides:
         what: str,
         operation: str,
         environments: list[str],
-        settings: Mapping[str, str] | None = None,
     ) -> tuple[Run, dict[str, Any]]:
         out = self.folder / f"plain-{self._count + 1}.json"
         argv = [PYTHON, PLAIN, operation, *[f"--env={e}" for e in environments]]
         argv += ["--work", str(self.plain_work), "--out", str(out)]
-        env = self.s.env(None, **SETTINGS, **(settings or {}))
+        env = self.s.env(None)
         run = run_measured(argv, env, self._log(f"plain-{what}")).check()
         timings: dict[str, Any] = json.loads(out.read_text())
         calls = sum(1 for o in timings["operations"] if o["operation"] in ("up", "refresh"))
@@ -144,7 +147,7 @@ class Sides:
     def graph(self, environment: str, out: Path) -> None:
         """The resource graph of a deployed environment of the script's (not a measurement)."""
         argv = [PYTHON, PLAIN, "graph", f"--env={environment}", "--work", str(self.plain_work)]
-        env = self.s.env(None, **SETTINGS)
+        env = self.s.env(None)
         run_measured([*argv, "--out", str(out)], env, self._log("plain-graph")).check()
 
 
@@ -179,6 +182,7 @@ def measure(
 ) -> dict[str, Any]:
     """Every figure; both sides on the session's servers."""
     sides = Sides(s, folder)
+    s.template("dev", **ENVIRONMENT)
     up = "flows/run.py up"
     script_up = "plain_automation.py up"
 
@@ -248,11 +252,13 @@ def measure(
     s.set_latency(DEPLOY_LATENCY_S)
     changed_ours: list[Run] = []
     changed_plain: list[Run] = []
-    for i, count in enumerate(({"STACKFLOW_APP_DESIRED_COUNT": "2"}, {})):
+    for i, app in enumerate(({"desired_count": 2}, {})):
+        for name in ("ours-a", "plain-a"):  # each side's environment file, as a commit changes it
+            s.declare(name, **ENVIRONMENT, app=app)
         a, b = _pair(
             i % 2 == 0,
-            functools.partial(sides.ours, "changed-app", ["up", "--env", "ours-a"], count),
-            functools.partial(_plain_run, sides, "changed-app", "up", ["plain-a"], count),
+            functools.partial(sides.ours, "changed-app", ["up", "--env", "ours-a"]),
+            functools.partial(_plain_run, sides, "changed-app", "up", ["plain-a"]),
         )
         changed_ours.append(a)
         changed_plain.append(b)
@@ -369,7 +375,8 @@ def measure(
             round(median([r.wall_s for r in changed_ours]), 2),
             round(median([r.wall_s for r in changed_plain]), 2),
             "s",
-            vs + " with STACKFLOW_APP_DESIRED_COUNT=2, then unset",
+            vs + " with `desired_count = 2` under [app] in each one's environment file, then "
+            "without",
         ),
         "changed_stack_engine_calls": figure(
             "  engine operations in it",
@@ -444,7 +451,7 @@ def measure(
     return {
         "figures": figures,
         "latency_s": {"deploy": DEPLOY_LATENCY_S, "refresh_reads": READ_LATENCY_S},
-        "settings": SETTINGS,
+        "environment_files": {"environments/templates/dev.toml": ENVIRONMENT},
         "critical_path_s": critical,
         "fanout": {"environments": envs, **fan},
         "task_overhead": overhead,

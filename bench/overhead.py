@@ -7,8 +7,8 @@ flow then runs 50 stack tasks on `networking` with operation `up`: each one take
 path (fingerprint matches -> no engine call), which is the real body of
 `tasks.stacks.stack_operation` doing real work (fingerprint of the program source and arguments,
 reading the stored fingerprint and outputs). The task is a copy of `stack_operation` with the very
-same options (name, run name, retries, retry delay, jitter, retry condition, no cache, results not
-persisted, no print logging) whose function wraps `stack_operation.fn` and records how long the
+same options the pipeline runs it with (name, run name, the retry policy built from settings:
+retries and delays, the retry condition, no cache, results not persisted, no print logging) whose function wraps `stack_operation.fn` and records how long the
 body took. Per call: overhead = wall time seen by the caller - body time recorded inside. Calls
 are made one at a time, after 5 untimed warm-up calls, in three ways:
 
@@ -24,8 +24,8 @@ The first call of each kind (one-time costs: registering the task, first API cal
 `task_overhead_first_ms`. `cli_help_s`: wall time of `python flows/run.py --help`, median of 5.
 
     .venv/bin/python bench/overhead.py                      # alone: its own servers and deploy
-    .venv/bin/python bench/overhead.py --env ours-a --out F  # on a deployed environment (settings
-                                                             # from the caller's environment)
+    .venv/bin/python bench/overhead.py --env ours-a --out F  # on a deployed environment (its
+                                                             # file in the caller's project)
 """
 
 from __future__ import annotations
@@ -73,11 +73,13 @@ def _copy_options(task: Any, fn: Callable[..., Any]) -> Any:
 
 
 def measure_tasks(n: int, environment: str) -> dict[str, Any]:
-    """Task overhead figures on a deployed environment; settings come from STACKFLOW_* variables."""
+    """Task overhead figures on a deployed environment: what it deploys is its file in the
+    project STACKFLOW_PROJECT_DIR names; this machine's settings come from STACKFLOW_* variables."""
     from prefect import flow
 
     from flows.pipeline import build_context, deploy
     from stackflow.engine import Operation
+    from stackflow.retry import stack_policy
     from stackflow.settings import get_settings
     from tasks.stacks import RunContext, StackOutcome, stack_operation
 
@@ -110,12 +112,15 @@ def measure_tasks(n: int, environment: str) -> dict[str, Any]:
         started = time.perf_counter()
         bodies.append(time.perf_counter() - started)
 
-    timed = _copy_options(stack_operation, timed_stack_operation)
-    empty = _copy_options(stack_operation, trivial)
+    settings = get_settings(environment)
+    policy = stack_policy(settings.stack_retries, settings.retry_delay_s)
+    configured = stack_operation.with_options(**policy.task_options())  # as flows/walk.py runs it
+    timed = _copy_options(configured, timed_stack_operation)
+    empty = _copy_options(configured, trivial)
 
     @flow(name="bench-task-overhead", persist_result=False, log_prints=False)
     def overhead_flow() -> dict[str, list[float]]:
-        ctx = build_context(get_settings(environment=environment))
+        ctx = build_context(settings)
         out: dict[str, list[float]] = {}
         calls: dict[str, Callable[[], Any]] = {
             "submit": lambda: timed.submit(ctx, "networking", Operation.UP, {}).result(),
@@ -171,7 +176,7 @@ def measure_cli_help(times: int = 5) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=50, help="timed stack tasks per kind")
-    parser.add_argument("--env", help="a deployed environment (settings from the environment)")
+    parser.add_argument("--env", help="a deployed environment (its file in STACKFLOW_PROJECT_DIR)")
     parser.add_argument("--out", type=Path, help="write results here instead of bench/results.json")
     args = parser.parse_args(argv)
     if args.env:

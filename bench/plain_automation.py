@@ -10,7 +10,8 @@ the same work as `python flows/run.py up`. `refresh` refreshes the three stacks 
 It runs the same Pulumi CLI (found by path, like the engine), with the same Pulumi home (the
 project's local-cloud plugins, installed with the project's function), on the same local cloud as
 stackflow; only its file backend and workspaces are its own (under --work). Program arguments come
-from the same STACKFLOW_* settings stackflow reads, through the graph's own argument builders, so
+from the same settings stackflow reads (the environment's file in the project STACKFLOW_PROJECT_DIR
+names, and this machine's STACKFLOW_* variables), through the graph's own argument builders, so
 both deploy exactly the same resources. Everything it deploys goes to the **local cloud** (moto on
 loopback), never AWS.
 
@@ -40,11 +41,11 @@ import pulumi
 import pulumi.automation as auto
 from pydantic import BaseModel
 
+from graph import GRAPH
 from programs.app import AppOutputs
 from programs.database import DatabaseOutputs
 from programs.networking import NetworkingOutputs
 from stackflow.engine.automation import find_pulumi_cli
-from stackflow.graph import GRAPH
 from stackflow.localcloud.install import install_plugins
 from stackflow.localcloud.paths import pulumi_home
 from stackflow.localcloud.plugin import ENDPOINT_ENV
@@ -129,15 +130,13 @@ class PlainScript:
 
     def up(self, environment: str) -> dict[str, BaseModel]:
         """networking, database (then migrations), app (then a health check), in turn."""
-        settings = get_settings(environment=environment)
+        settings = get_settings(environment)
         outputs: dict[str, BaseModel] = {}
         for name, output_type in STACKS:
             started = time.perf_counter()
-            build = GRAPH[name].build
-            assert build is not None
-            _args, program = build(settings, outputs)
+            spec, _args = GRAPH.spec(name, settings, outputs)  # the graph's argument builder
             project = f"{settings.project}-{name}"
-            stack = self.stack(project, environment, inline_program(program))
+            stack = self.stack(project, environment, inline_program(spec.program))
             stack.set_all_config({"aws:region": auto.ConfigValue(self.region)})
             result = stack.up(on_output=print)
             outputs[name] = output_type.model_validate(
@@ -162,7 +161,7 @@ class PlainScript:
         print(f"migrations: {len(report.applied)} applied, {report.already_applied} before")
 
     def refresh(self, environment: str) -> None:
-        settings = get_settings(environment=environment)
+        settings = get_settings(environment)
         for name, _output_type in STACKS:
             started = time.perf_counter()
             project = f"{settings.project}-{name}"
@@ -173,7 +172,7 @@ class PlainScript:
 
     def resource_graph(self, environment: str) -> dict[str, list[dict[str, Any]]]:
         """Each stack's resources with their type and dependencies (no values)."""
-        settings = get_settings(environment=environment)
+        settings = get_settings(environment)
         found: dict[str, list[dict[str, Any]]] = {}
         for name, _output_type in STACKS:
             stack = self.stack(f"{settings.project}-{name}", environment, inline_program(dict))
@@ -216,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="its backend and workspaces")
     parser.add_argument("--out", type=Path, help="write timings (or the graph) here (JSON)")
     args = parser.parse_args(argv)
-    first = get_settings(environment=args.env[0])
+    first = get_settings(args.env[0])
     started = time.perf_counter()
     script = PlainScript(args.work.resolve(), first)
     if args.operation == "graph":

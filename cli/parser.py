@@ -70,9 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python flows/run.py",
         description="Deploy a whole environment (networking, database, app) as one Prefect pipeline.",
-        epilog="Settings come from STACKFLOW_* variables and .env (see README). "
-        "By default the real Pulumi engine deploys to the local cloud (moto on loopback): "
-        "nothing reaches AWS unless STACKFLOW_CLOUD=aws (or --cloud aws).\n\n" + exits.help_text(),
+        epilog="What an environment deploys comes from environments/<name>.toml in the project; "
+        "what belongs to this machine from STACKFLOW_* variables and .env (see README). The real "
+        "Pulumi engine deploys where the environment's file says (`cloud`), local by default: "
+        "the local cloud (moto on loopback); nothing reaches AWS unless the file says "
+        'cloud = "aws" (or --cloud aws).\n\n' + exits.help_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -89,13 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
             "-e",
             dest="environment",
             action=_Once,
-            help="environment name (default: STACKFLOW_ENVIRONMENT or dev); give it once",
+            help="environment name: environments/<name>.toml says what it deploys (default: "
+            "dev); give it once",
         )
         p.add_argument(
             "--cloud",
             choices=("local", "aws"),
             action=_Once,
-            help="override STACKFLOW_CLOUD (default local: moto on loopback, never AWS)",
+            help="deploy here instead of where the environment's file says (`cloud`; local: "
+            "moto on loopback, never AWS)",
         )
         if name in ("up", "preview", "refresh", "destroy", "drift", "outputs"):
             p.add_argument(

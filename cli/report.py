@@ -132,7 +132,11 @@ def report_run(
                 message,
                 exits.REJECTED,
                 "run `up` again to see a new plan"
-                + ("; the wait is STACKFLOW_APPROVAL_TIMEOUT_S" if expired else ""),
+                + (
+                    "; the wait is `timeout_s` under [approval] in the environment's file"
+                    if expired
+                    else ""
+                ),
             )
         return fail(
             message,

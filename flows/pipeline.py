@@ -3,8 +3,9 @@
 Each flow validates its parameters into a `PipelineRequest` and runs `run_pipeline`: one walk over
 `GRAPH` (flows.walk), or for `up` of a protected environment the approval gate's rounds
 (flows.gate), and ends with a summary (flows.summary): a Prefect markdown artifact, Prefect events,
-and the returned dict the CLI prints. Settings come from the environment of whoever runs the flow;
-parameters carry no secrets.
+and the returned dict the CLI prints. What the environment deploys comes from its file in the
+project (`environments/<name>.toml`), whoever runs the flow; that machine's variables add only
+what belongs to it (state folder, credentials). Parameters carry no secrets.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ class PipelineRequest(BaseModel):
 def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> PipelineSummary:
     """Run one operation over the graph inside the current flow run.
 
-    In a protected environment (STACKFLOW_APPROVAL_REQUIRED, default prod) an `up` first builds
-    the combined plan and waits for its approval (see `_gated_up`).
+    In a protected environment ([approval] required in its file; default: the prod kind) an
+    `up` first builds the combined plan and waits for its approval (see `_gated_up`).
 
     Raises:
         ConfirmationRequired: destroy of a protected environment without `confirm`.

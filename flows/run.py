@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__":
-    root = str(Path(__file__).resolve().parents[1])
-    if root not in sys.path:  # run as a script, sys.path[0] is flows/, not the repository
-        sys.path.insert(0, root)
+    # Run as a script, sys.path[0] is flows/, not the repository: flows/pipeline.py would then
+    # shadow the `pipeline` package (the graph) and flows/*.py every top-level name. Drop it.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    sys.path.insert(0, str(here.parent))
     from cli.main import drop_event_loop_noise, main
 
     sys.unraisablehook = drop_event_loop_noise

@@ -150,10 +150,17 @@ def check_cloud(settings: Settings, records: Records | None = None) -> None:
     record = read(store, settings.environment)
     if record is None or record.cloud == settings.cloud:
         return
+    deployed_on = record.cloud
+    file = settings.source.environment_file or "its environment file"
+    if "cloud" in settings.source.overrides:  # --cloud, or the flow's cloud parameter
+        where = f"--cloud {settings.cloud}, or the flow's cloud parameter"
+    else:
+        where = f'cloud = "{settings.cloud}" in {file}'
     raise CloudMismatch(
         f"environment {settings.environment!r} is deployed on "
-        f"{_CLOUD_WORDS.get(record.cloud, record.cloud)}, and this run targets "
-        f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} (cloud = {settings.cloud!r}). "
-        f"Run it with --cloud {record.cloud} (destroy it there first to move it), or "
-        "use another environment name. Nothing was changed."
+        f"{_CLOUD_WORDS.get(deployed_on, deployed_on)}, and this run targets "
+        f"{_CLOUD_WORDS.get(settings.cloud, settings.cloud)} ({where}). "
+        f"Run it with --cloud {deployed_on} (the flow's cloud parameter), or set "
+        f'cloud = "{deployed_on}" in {file} (destroy it there first to move it), or use '
+        "another environment name. Nothing was changed."
     )

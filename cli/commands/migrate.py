@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir",
         type=Path,
         metavar="FOLDER",
-        help="folder of V<version>__<description>.sql files (default: STACKFLOW_MIGRATIONS_DIR)",
+        help="folder of V<version>__<description>.sql files (default: [migrations] dir in the "
+        "environment's file)",
     )
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
@@ -78,12 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-missing",
         action="store_true",
-        help="go on although applied files are gone from the folder (STACKFLOW_MIGRATIONS_ALLOW_MISSING)",
+        help="go on although applied files are gone from the folder ([migrations] allow_missing)",
     )
     parser.add_argument(
         "--strip-definer",
         action="store_true",
-        help="drop DEFINER= clauses naming another user (STACKFLOW_MIGRATIONS_STRIP_DEFINER)",
+        help="drop DEFINER= clauses naming another user ([migrations] strip_definer)",
     )
     parser.add_argument(
         "--approve-destructive",

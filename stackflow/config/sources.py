@@ -256,13 +256,17 @@ def _dotenv(path: Path) -> dict[str, tuple[str, int]]:
     from dotenv.parser import parse_stream
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SettingsError(
-            f"{path}: not UTF-8 text; save it as UTF-8. Nothing was changed."
-        ) from None
+        data = path.read_bytes()
     except OSError as exc:
         raise SettingsError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SettingsError(
+            f"{path}, line {line}: not UTF-8 text; save it as UTF-8. Nothing was changed, and "
+            "no setting of that file was used."
+        ) from None
     import io
 
     found: dict[str, tuple[str, int]] = {}

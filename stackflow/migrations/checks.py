@@ -12,7 +12,7 @@ from stackflow.migrations.files import Migration
 from stackflow.migrations.lint import ColumnLookup, LiveColumn, foreign_definers, strip_definer
 from stackflow.migrations.splitter import Statement
 
-STRIP_DEFINER = "--strip-definer (STACKFLOW_MIGRATIONS_STRIP_DEFINER=true)"
+STRIP_DEFINER = "--strip-definer (for every run: strip_definer = true under [migrations] in environments/<name>.toml)"
 
 
 def live_columns(conn: MysqlConnection, database: str) -> ColumnLookup:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings
 
 REPAIR_COMMAND = "python flows/run.py migrate --repair"
-ALLOW_MISSING = "--allow-missing (STACKFLOW_MIGRATIONS_ALLOW_MISSING=true)"
+ALLOW_MISSING = "--allow-missing (for every run: allow_missing = true under [migrations] in environments/<name>.toml)"
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,8 @@ def compute_plan(
         raise MigrationOrderError(
             f"{late[0].path} has version {late[0].version}, below the latest applied version "
             f"{latest}; renumber it above {latest}, or allow it with --allow-out-of-order "
-            "(STACKFLOW_MIGRATIONS_ALLOW_OUT_OF_ORDER=true)"
+            "(for every run: allow_out_of_order = true under [migrations] in "
+            "environments/<name>.toml)"
         )
     return Plan(applied, pending, resume, missing, covered)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.realenv import real_variables
+from tests.realenv import declare, real_variables
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 180
@@ -91,13 +91,19 @@ def serving(
     local_cloud: Any,
     prefect_server: Any,
     extra: Mapping[str, str] | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> Iterator[Served]:
-    """`python deployments/serve.py --env <environment>` with its own state folder in `home`, on
-    the local cloud, with `extra` settings; stopped (with its runs) at the end."""
+    """`python deployments/serve.py --env <environment>` with its own state folder in `home` and a
+    project beside it, on the local cloud, with `extra` variables in its environment (they reach
+    every flow run it serves) and, with `sections`, the environment's own file saying them (see
+    realenv.declare; else the kind's template); stopped (with its runs) at the end."""
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PULUMI_", "AWS_"))
     }
-    env.update(real_variables(home / "state", local_cloud, prefect_server))
+    machine = real_variables(home / "state", local_cloud, prefect_server)
+    if sections is not None:
+        declare(machine, environment, **sections)
+    env.update(machine)
     env.update(extra or {})
     env["PREFECT_HOME"] = str(home / "prefect-home")
     log = home / "serve.log"

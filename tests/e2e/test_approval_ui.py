@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from tests.e2e.conftest import save_screenshot
 from tests.e2e.serving import Served, serving, wait_for_final, wait_for_state
 from tests.faults.helpers import schema_history
-from tests.realenv import outputs, unique
+from tests.realenv import outputs, settings_for, unique
 
 pytestmark = pytest.mark.e2e
 ENVIRONMENT = unique("prod")
@@ -31,8 +30,8 @@ def served(
     migrations = home / "migrations"
     migrations.mkdir()
     (migrations / "V001__create_hello.sql").write_text("CREATE TABLE hello (id INT PRIMARY KEY);\n")
-    extra = {"STACKFLOW_MIGRATIONS_DIR": str(migrations)}
-    with serving(ENVIRONMENT, home, local_cloud, prefect_server, extra) as it:
+    sections = {"migrations": {"dir": str(migrations)}}
+    with serving(ENVIRONMENT, home, local_cloud, prefect_server, sections=sections) as it:
         yield it
 
 
@@ -115,7 +114,7 @@ def test_a_new_migration_is_rejected_in_the_ui_and_nothing_is_applied(
     from playwright.sync_api import expect
     from prefect.client.orchestration import get_client
 
-    folder = Path(served.variables["STACKFLOW_MIGRATIONS_DIR"])
+    folder = settings_for(served.variables, ENVIRONMENT).migrations.dir
     (folder / "V002__drop_hello.sql").write_text("DROP TABLE hello;\n")
     with get_client(sync_client=True) as client:
         paused = _start_paused(client, served)

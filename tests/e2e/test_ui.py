@@ -40,7 +40,7 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
     from playwright.sync_api import expect
     from prefect.client.orchestration import get_client
 
-    from stackflow.graph import GRAPH
+    from graph import GRAPH
 
     url = prefect_server.url
     with get_client(sync_client=True) as client:

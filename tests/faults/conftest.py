@@ -18,13 +18,11 @@ from tests.faults.helpers import FaultEnv, use_variables
 from tests.realenv import real_variables, unique
 
 
-def fault_variables(
-    state_dir: Path, local_cloud: Any, prefect_server: Any, environment: str
-) -> dict[str, str]:
-    """Settings for one case: the real engine on the session's local cloud, its own state folder,
-    its own environment name, no retry delays."""
+def fault_variables(state_dir: Path, local_cloud: Any, prefect_server: Any) -> dict[str, str]:
+    """This machine's settings for one case: the real engine on the session's local cloud, its own
+    state folder and project folder (where `declare` writes `environment`'s own file), no retry
+    delays. The environment is every command's --env (a flow's `environment`), never a variable."""
     return real_variables(state_dir, local_cloud, prefect_server) | {
-        "STACKFLOW_ENVIRONMENT": environment,
         "STACKFLOW_MIGRATIONS_CONNECT_TIMEOUT_S": "2",
     }
 
@@ -43,7 +41,7 @@ def fault_env(
     workdir.mkdir()
     state_dir = tmp_path / "state"
     environment = unique("dev")
-    variables = fault_variables(state_dir, local_cloud, prefect_server, environment)
+    variables = fault_variables(state_dir, local_cloud, prefect_server)
     use_variables(monkeypatch, variables)
     monkeypatch.chdir(workdir)  # in-process CLI runs read no stray .env either
     try:

@@ -112,7 +112,8 @@ def use_variables(monkeypatch: pytest.MonkeyPatch, variables: Variables) -> None
 @dataclass
 class FaultEnv:
     """One test's environment on the session's local cloud: a state folder of its own, an
-    environment name of its own (`environment`, e.g. dev-1a2b3c), its STACKFLOW_* settings.
+    environment name of its own (`environment`, e.g. dev-1a2b3c; its kind's template unless
+    `declare` writes it a file), this machine's STACKFLOW_* settings.
 
     The same variables are set in this process (for flows called in-process) and passed to every
     CLI subprocess. Every CLI run is kept in `runs`, so a test can search all of their output.
@@ -131,8 +132,8 @@ class FaultEnv:
         pay again).
 
         stdout and stderr are what the CLI itself prints; Prefect's console log lines go to
-        pytest's capture instead (they reach the Prefect API either way). The test's monkeypatch
-        must already hold STACKFLOW_ENVIRONMENT and STACKFLOW_CLOUD (main() writes them).
+        pytest's capture instead (they reach the Prefect API either way). `env` sets variables
+        for this call only (None unsets one).
         """
         from cli.main import main
 
@@ -158,6 +159,11 @@ class FaultEnv:
         run = CliRun(args, code, out.out, out.err, time.monotonic() - begun)
         self.runs.append(run)
         return run
+
+    def declare(self, **sections: Any) -> Path:
+        """Write this environment's own file in the case's project (what every run of it, CLI or
+        flow, deploys), e.g. `declare(migrations={"dir": str(folder)})`; see realenv.declare."""
+        return realenv.declare(self.variables, self.environment, **sections)
 
     def env(self, extra: Variables | None = None) -> dict[str, str]:
         return subprocess_env({**self.variables, **(extra or {})})
@@ -197,8 +203,9 @@ class FaultEnv:
     def outputs(self, *stacks: str, environment: str | None = None) -> dict[str, dict[str, Any]]:
         """The stacks' outputs (all stacks by default; plain values, secrets included), read from
         the real backend with this environment's settings (its passphrase too)."""
+        from graph import GRAPH
         from stackflow.engine import get_engine
-        from stackflow.graph import GRAPH, bare_spec
+        from stackflow.graph import bare_spec
 
         with variables_set(self.variables):
             settings = realenv.settings_for(self.variables, environment or self.environment)

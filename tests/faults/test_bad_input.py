@@ -4,15 +4,18 @@ One `prod-*` environment is deployed once for the module on the session's **loca
 real Pulumi engine: its networking and database stacks, with a state passphrase of its own, and its
 migrations applied to its own MariaDB server); each case then runs against it and compares the state
 folder (every file's name and bytes) and the environment database's schema history table before and
-after. Most cases call the CLI's `main()` in this process (it returns the exit code); a few run
-`python flows/run.py` for real, and a few call the flows with bad parameters, as the UI and
-schedules do.
+after. What the environment deploys is its own file in the module's project
+(`environments/<name>.toml`): a case about a bad value writes that file, and the next case gets
+it back as deployed. Most cases call the CLI's `main()` in this process (it returns the exit
+code); a few run `python flows/run.py` for real, and a few call the flows with bad parameters or
+a bad file, as the UI and schedules do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import subprocess
 import sys
@@ -38,7 +41,7 @@ from tests.faults.helpers import (
     use_variables,
     variables_set,
 )
-from tests.realenv import unique
+from tests.realenv import declare, unique
 
 pytestmark = pytest.mark.faults
 
@@ -48,6 +51,11 @@ PASSPHRASE = "bad-input-passphrase-4b1d"  # the passphrase the module's stacks w
 WRONG_PASSPHRASE = "not-the-passphrase-93ac"
 WRONG_PASSWORD = "Wrong-Db-Password-7d1e"
 URL_PASSWORD = "UrlPassword-c0ffee"
+FILE = rf"environments/{ENVIRONMENT}\.toml"  # how refusals name the environment's file
+# The environment's file as deployed: the cases are about other refusals, and without a terminal
+# prod's approval gate would refuse every `up` first (the "up-prod-without-terminal" cases lift
+# this line again).
+DEPLOYED: dict[str, Any] = {"approval": {"required": False}}
 
 # Migration folders by name: file name -> text.
 # The project's first migration as the environment applied it (same checksum), for folders that
@@ -102,12 +110,10 @@ def deployed(
             (folders[name] / filename).write_text(text)
     folders["missing"] = base / "migrations" / "missing"
     state_dir = base / "state"
-    variables = fault_variables(state_dir, local_cloud, prefect_server, ENVIRONMENT) | {
+    variables = fault_variables(state_dir, local_cloud, prefect_server) | {
         "STACKFLOW_STATE_PASSPHRASE": PASSPHRASE,
-        # the cases are about other refusals: without a terminal, prod's approval gate would
-        # refuse every `up` first (the case "up-prod-without-terminal" turns it back on)
-        "STACKFLOW_APPROVAL_REQUIRED": "false",
     }
+    declare(variables, ENVIRONMENT, **DEPLOYED)
     workdir = base / "work"
     workdir.mkdir()
     env = FaultEnv(state_dir, workdir, ENVIRONMENT, variables, local_cloud)
@@ -126,16 +132,22 @@ def deployed(
 @dataclass(frozen=True)
 class Case:
     """argv for `python flows/run.py`, extra variables (None: unset), the exit code and a regex
-    the error must match (it names the variable, stack or file)."""
+    the error must match (it names the variable, stack, or file and key)."""
 
     id: str
     argv: tuple[str, ...]
     code: int
     names: str
     env: Mapping[str, str | None] | None = None
-    folder: str | None = None  # STACKFLOW_MIGRATIONS_DIR: a folder of FOLDERS, or "missing"
-    dotenv: str | None = None  # a .env file in the working folder
+    folder: str | None = None  # [migrations] dir of the file: a folder of FOLDERS, or "missing"
+    file: Mapping[str, Any] | None = None  # sections over DEPLOYED in the file (None: removed)
+    dotenv: str | bytes | None = None  # a .env file in the working folder
     leaks: tuple[str, ...] = ()  # values that must not be echoed
+
+
+def at(*argv: str) -> tuple[str, ...]:
+    """A command of the deployed environment: `argv` with --env ENVIRONMENT."""
+    return (*argv, "--env", ENVIRONMENT)
 
 
 def _closed_port() -> int:
@@ -143,137 +155,221 @@ def _closed_port() -> int:
 
 
 CASES = [
-    # environment names (flag and variable)
+    # environment names: the flag (a variable no longer chooses one)
     Case(
         "env-uppercase",
         ("up", "--env", "Prod"),
         2,
-        r"STACKFLOW_ENVIRONMENT: environment name 'Prod' is not accepted",
+        r"environment \(--env\): environment name 'Prod' is not accepted",
     ),
     Case(
         "env-too-long",
         ("up", "--env", "a" * 21),
         2,
-        r"STACKFLOW_ENVIRONMENT: environment name 'a{21}' is not accepted: use 1-20 characters",
+        r"environment \(--env\): environment name 'a{21}' is not accepted: use 1-20 characters",
     ),
-    Case("env-underscore", ("preview", "--env", "dev_1"), 2, r"STACKFLOW_ENVIRONMENT: .*'dev_1'"),
+    Case("env-underscore", ("preview", "--env", "dev_1"), 2, r"environment \(--env\): .*'dev_1'"),
     Case(
         "env-trailing-hyphen-destroy",
         ("destroy", "--env", "pr-", "--yes"),
         2,
-        r"STACKFLOW_ENVIRONMENT: .*'pr-'",
+        r"environment \(--env\): .*'pr-'",
     ),
+    # variables that name what an environment deploys: refused, naming the file's key instead
     Case(
         "env-variable-with-space",
         ("up",),
         2,
-        r"STACKFLOW_ENVIRONMENT: .*'prod env'",
+        r"STACKFLOW_ENVIRONMENT: not a setting: choose the environment with --env",
         env={"STACKFLOW_ENVIRONMENT": "prod env"},
     ),
-    # network
+    Case(
+        "environment-variable-names-another-environment",
+        at("destroy", "--yes"),
+        2,
+        r"STACKFLOW_ENVIRONMENT: not a setting: choose the environment with --env",
+        env={"STACKFLOW_ENVIRONMENT": "dev"},
+    ),
+    Case(
+        "desired-count-variable",
+        at("up"),
+        2,
+        r"STACKFLOW_APP_DESIRED_COUNT: variables set only what belongs to this machine; set "
+        r"`desired_count` under \[app\] in environments/<name>\.toml instead .*remove the variable",
+        env={"STACKFLOW_APP_DESIRED_COUNT": "3"},
+    ),
+    Case(
+        "cloud-variable",
+        at("up"),
+        2,
+        r"STACKFLOW_CLOUD: variables set only what belongs to this machine; set `cloud` in "
+        r"environments/<name>\.toml instead",
+        env={"STACKFLOW_CLOUD": "aws"},
+    ),
+    Case(
+        "approval-variable",
+        at("up"),
+        2,
+        r"STACKFLOW_APPROVAL_REQUIRED: .*set `required` under \[approval\] in "
+        r"environments/<name>\.toml",
+        env={"STACKFLOW_APPROVAL_REQUIRED": "false"},
+    ),
+    Case(
+        "migrations-dir-variable",
+        at("migrate"),
+        2,
+        r"STACKFLOW_MIGRATIONS_DIR: .*set `dir` under \[migrations\] in environments/<name>\.toml",
+        env={"STACKFLOW_MIGRATIONS_DIR": "<folder empty>"},
+    ),
+    Case(
+        "app-cpu-in-dotenv",
+        at("up"),
+        2,
+        r"\.env line 1: STACKFLOW_APP_CPU: variables set only what belongs to this machine; set "
+        r"`cpu` under \[app\] in environments/<name>\.toml",
+        dotenv="STACKFLOW_APP_CPU=300\n",
+    ),
+    # a .env that cannot be read whole: named with its line, none of it used, no environment
+    # acted on (neither --env's nor the default one)
+    Case(
+        "dotenv-unterminated-quote",
+        at("up"),
+        2,
+        r"\.env, line 2: cannot be parsed \(an unterminated quote\?\).*no setting of that file",
+        dotenv='STACKFLOW_STACK_RETRIES=1\nSTACKFLOW_STATE_DIR="/tmp/elsewhere\nSTACKFLOW_RETRY_DELAY_S=0\n',
+    ),
+    Case(
+        "dotenv-unterminated-quote-default-environment",
+        ("up", "--yes"),
+        2,
+        r"\.env, line 1: cannot be parsed",
+        dotenv="STACKFLOW_LOCALCLOUD_DIR='/tmp/elsewhere\n",
+    ),
+    Case(
+        "dotenv-not-utf8",
+        at("destroy", "--yes"),
+        2,
+        r"\.env, line 2: not UTF-8 text; save it as UTF-8\. .*no setting of that file",
+        dotenv=b"STACKFLOW_STACK_RETRIES=1\nSTACKFLOW_STATE_DIR=/tmp/\xff\xfe\n",
+    ),
+    # network (the environment's file)
     Case(
         "cidr-not-a-cidr",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_NETWORK_VPC_CIDR: 'banana' is not an IPv4 CIDR block",
-        env={"STACKFLOW_NETWORK_VPC_CIDR": "banana"},
+        rf"{FILE}: network\.vpc_cidr: 'banana' is not an IPv4 CIDR block",
+        file={"network": {"vpc_cidr": "banana"}},
     ),
     Case(
         "cidr-too-large",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_NETWORK_VPC_CIDR: VPC CIDR 10\.0\.0\.0/8 must be between /16 and /24",
-        env={"STACKFLOW_NETWORK_VPC_CIDR": "10.0.0.0/8"},
+        rf"{FILE}: network\.vpc_cidr: VPC CIDR 10\.0\.0\.0/8 must be between /16 and /24",
+        file={"network": {"vpc_cidr": "10.0.0.0/8"}},
     ),
     Case(
         "cidr-host-bits-set",
-        ("preview",),
+        at("preview"),
         2,
-        r"STACKFLOW_NETWORK_VPC_CIDR: '10\.0\.0\.1/16' is not an IPv4 CIDR block",
-        env={"STACKFLOW_NETWORK_VPC_CIDR": "10.0.0.1/16"},
+        rf"{FILE}: network\.vpc_cidr: '10\.0\.0\.1/16' is not an IPv4 CIDR block",
+        file={"network": {"vpc_cidr": "10.0.0.1/16"}},
     ),
     Case(
         "migration-cidr-bad",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_NETWORK_MIGRATION_CIDRS: '10\.0\.0\.0/33' is not an IPv4 CIDR block",
-        env={"STACKFLOW_NETWORK_MIGRATION_CIDRS": '["10.0.0.0/33"]'},
+        rf"{FILE}: network\.migration_cidrs: '10\.0\.0\.0/33' is not an IPv4 CIDR block",
+        file={"network": {"migration_cidrs": ["10.0.0.0/33"]}},
     ),
     Case(
         "region-unknown",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_AWS_REGION: 'eu-west' is not an AWS region name",
-        env={"STACKFLOW_AWS_REGION": "eu-west"},
+        rf"{FILE}: aws\.region: 'eu-west' is not an AWS region name",
+        file={"aws": {"region": "eu-west"}},
     ),
     Case(
         "region-uppercase",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_AWS_REGION: 'EU-WEST-1' is not an AWS region name",
-        env={"STACKFLOW_AWS_REGION": "EU-WEST-1"},
+        rf"{FILE}: aws\.region: 'EU-WEST-1' is not an AWS region name",
+        file={"aws": {"region": "EU-WEST-1"}},
     ),
     # counts
     Case(
         "az-count-one",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_NETWORK_AZ_COUNT: Input should be greater than or equal to 2",
-        env={"STACKFLOW_NETWORK_AZ_COUNT": "1"},
+        rf"{FILE}: network\.az_count: Input should be greater than or equal to 2",
+        file={"network": {"az_count": 1}},
     ),
     Case(
         "az-count-word",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_NETWORK_AZ_COUNT: Input should be a valid integer",
-        env={"STACKFLOW_NETWORK_AZ_COUNT": "two"},
+        rf"{FILE}: network\.az_count: Input should be a valid integer",
+        file={"network": {"az_count": "two"}},
     ),
     Case(
         "desired-count-negative",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_APP_DESIRED_COUNT: Input should be greater than or equal to 0",
-        env={"STACKFLOW_APP_DESIRED_COUNT": "-1"},
+        rf"{FILE}: app\.desired_count: Input should be greater than or equal to 0",
+        file={"app": {"desired_count": -1}},
     ),
     Case(
         "desired-count-too-many",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_APP_DESIRED_COUNT: Input should be less than or equal to 100",
-        env={"STACKFLOW_APP_DESIRED_COUNT": "101"},
+        rf"{FILE}: app\.desired_count: Input should be less than or equal to 100",
+        file={"app": {"desired_count": 101}},
+    ),
+    Case(
+        "app-cpu-in-file",
+        at("up"),
+        2,
+        rf"{FILE}: app\.cpu: 300 is not a Fargate CPU size; accepted: 256, 512",
+        file={"app": {"cpu": 300}},
+    ),
+    Case(
+        "app-key-misspelt",
+        at("up"),
+        2,
+        rf"{FILE}: app\.desired_cont: not a setting; accepted keys of \[app\]: .*desired_count",
+        file={"app": {"desired_cont": 2}},
+    ),
+    Case(
+        "machine-setting-in-file",
+        at("up"),
+        2,
+        rf"{FILE}: state_dir: not set here; it belongs to this machine: set STACKFLOW_STATE_DIR",
+        file={"state_dir": "/tmp/elsewhere"},
     ),
     Case(
         "stack-retries-too-many",
-        ("up",),
+        at("up"),
         2,
         r"STACKFLOW_STACK_RETRIES: Input should be less than or equal to 10",
         env={"STACKFLOW_STACK_RETRIES": "11"},
     ),
     Case(
-        "app-cpu-in-dotenv",
-        ("up",),
-        2,
-        r"STACKFLOW_APP_CPU: 300 is not a Fargate CPU size",
-        dotenv="STACKFLOW_APP_CPU=300\n",
-    ),
-    Case(
         "kind-unknown",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_KIND: Input should be 'dev', 'staging', 'prod' or 'ephemeral'",
-        env={"STACKFLOW_KIND": "production"},
+        rf"{FILE}: kind: Input should be 'dev', 'staging', 'prod' or 'ephemeral'",
+        file={"kind": "production"},
     ),
     # the retired simulated engine's settings are refused, never ignored
     Case(
         "engine-simulated",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_ENGINE: 'simulated' is no longer accepted \(the simulated engine was retired",
+        r"STACKFLOW_ENGINE: no longer accepted \(the simulated engine was retired",
         env={"STACKFLOW_ENGINE": "simulated"},
     ),
     Case(
         "sim-latency-retired",
-        ("up",),
+        at("up"),
         2,
         r"STACKFLOW_SIM_LATENCY_S: no longer a setting \(the simulated engine was retired",
         env={"STACKFLOW_SIM_LATENCY_S": '{"database": 3}'},
@@ -281,59 +377,67 @@ CASES = [
     # stacks and commands
     Case(
         "unknown-stack",
-        ("up", "--stacks", "app,cache"),
+        at("up", "--stacks", "app,cache"),
         2,
         r"unknown stack 'cache'; accepted: networking, database, migrate, app, verify",
     ),
     Case(
         "unknown-stack-case-destroy",
-        ("destroy", "--stacks", "App", "--yes"),
+        at("destroy", "--stacks", "App", "--yes"),
         2,
         r"unknown stack 'App'",
     ),
-    Case("unknown-cloud", ("up", "--cloud", "gcp"), 2, r"--cloud: invalid choice: 'gcp'"),
+    Case("unknown-cloud", at("up", "--cloud", "gcp"), 2, r"--cloud: invalid choice: 'gcp'"),
     Case("unknown-command", ("deploy",), 2, r"invalid choice: 'deploy'"),
     Case(
         "destroy-prod-unconfirmed",
-        ("destroy",),
+        at("destroy"),
         2,
         rf"environment '{ENVIRONMENT}' is prod: destroying it needs explicit confirmation \(CLI: --yes",
     ),
     Case(
         "up-prod-without-terminal",
-        ("up",),
+        at("up"),
         2,
         rf"{ENVIRONMENT} is a protected environment: `up` shows its plan and waits for approval, "
         r"and there is no terminal to ask\n  what to do: .*add --yes",
-        env={"STACKFLOW_APPROVAL_REQUIRED": None},
+        file={"approval": None},
     ),
     Case(
         "up-prod-json-without-yes",
-        ("up", "--json"),
+        at("up", "--json"),
         2,
         r"no terminal to ask \(--json is for scripts\)",
-        env={"STACKFLOW_APPROVAL_REQUIRED": None},
+        file={"approval": None},
     ),
     Case(
         "approval-timeout-too-short",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_APPROVAL_TIMEOUT_S: .*greater than or equal to",
-        env={"STACKFLOW_APPROVAL_TIMEOUT_S": "1"},
+        rf"{FILE}: approval\.timeout_s: .*greater than or equal to",
+        file={"approval": {"required": False, "timeout_s": 1}},
     ),
     # secrets and backends
     Case(
         "aws-cloud-without-passphrase",
-        ("up", "--cloud", "aws"),
+        at("up", "--cloud", "aws"),
         2,
         r"the aws cloud needs STACKFLOW_STATE_PASSPHRASE",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
+    ),
+    Case(
+        "aws-cloud-in-file-without-passphrase",
+        at("up"),
+        2,
+        r"the aws cloud needs STACKFLOW_STATE_PASSPHRASE",
+        env={"STACKFLOW_STATE_PASSPHRASE": None},
+        file={"cloud": "aws"},
     ),
     # the stacks were deployed with PASSPHRASE: without one, the local cloud's own passphrase is
     # used, which is not theirs either
     Case(
         "passphrase-missing-up",
-        ("up",),
+        at("up"),
         1,
         rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
         r"\(STACKFLOW_STATE_PASSPHRASE",
@@ -341,7 +445,7 @@ CASES = [
     ),
     Case(
         "passphrase-missing-outputs",
-        ("outputs",),
+        at("outputs"),
         1,
         rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
         r"\(STACKFLOW_STATE_PASSPHRASE",
@@ -349,7 +453,7 @@ CASES = [
     ),
     Case(
         "passphrase-wrong-up",
-        ("up",),
+        at("up"),
         1,
         rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
         r"\(STACKFLOW_STATE_PASSPHRASE",
@@ -358,21 +462,21 @@ CASES = [
     ),
     Case(
         "backend-unknown-scheme",
-        ("up",),
+        at("up"),
         2,
         r"STACKFLOW_BACKEND_URL: 'ftp://state\.example' is not a Pulumi backend URL",
         env={"STACKFLOW_BACKEND_URL": "ftp://state.example"},
     ),
     Case(
         "backend-s3-without-bucket",
-        ("up",),
+        at("up"),
         2,
-        r"STACKFLOW_BACKEND_URL: 's3:///stackflow' names no bucket",
+        r"STACKFLOW_BACKEND_URL: an s3:// backend names no bucket; use s3://<bucket>\[/prefix\]",
         env={"STACKFLOW_BACKEND_URL": "s3:///stackflow"},
     ),
     Case(
         "backend-cloud-without-token",
-        ("up",),
+        at("up"),
         2,
         r"backend https://\.\.\. \(Pulumi Cloud\) needs STACKFLOW_PULUMI_ACCESS_TOKEN",
         env={"STACKFLOW_BACKEND_URL": "https://api.pulumi.com"},
@@ -380,14 +484,14 @@ CASES = [
     # databases
     Case(
         "database-url-not-mysql",
-        ("migrate", "--database-url", f"postgres://u:{URL_PASSWORD}@127.0.0.1/app"),
+        at("migrate", "--database-url", f"postgres://u:{URL_PASSWORD}@127.0.0.1/app"),
         2,
         r"--database-url / STACKFLOW_DATABASE_URL: database URL must start with mysql://",
         leaks=(URL_PASSWORD,),
     ),
     Case(
         "database-unreachable",
-        ("migrate",),
+        at("migrate"),
         1,
         r"u@127\.0\.0\.1:\d+/app did not accept connections within 1s .*Can't connect",
         env={
@@ -398,7 +502,7 @@ CASES = [
     ),
     Case(
         "database-wrong-password",
-        ("migrate",),
+        at("migrate"),
         1,
         r"access denied for \w+@127(?:\.\d+){3}:\d+/\w+: check the user name and password",
         env={"STACKFLOW_DATABASE_URL": "<wrong password>"},
@@ -407,7 +511,7 @@ CASES = [
     # migration files
     Case(
         "migration-malformed-name",
-        ("migrate",),
+        at("migrate"),
         2,
         r"V2-add-index\.sql: malformed migration file name \(versions are ASCII digits 0-9\); "
         r"accepted: V<version>__<description>\.sql",
@@ -415,56 +519,56 @@ CASES = [
     ),
     Case(
         "migration-duplicate-version",
-        ("migrate", "--status"),
+        at("migrate", "--status"),
         2,
         r"V1__create_other\.sql: duplicate version 1 \(also V001__create_hello_pulumi\.sql\)",
         folder="duplicate",
     ),
     Case(
         "migration-folder-empty",
-        ("migrate",),
+        at("migrate"),
         2,
         r"migrations folder \S+/empty has no migration files",
         folder="empty",
     ),
     Case(
         "migration-folder-without-sql",
-        ("migrate",),
+        at("migrate"),
         2,
         r"migrations folder \S+/readme_only has no migration files",
         folder="readme_only",
     ),
     Case(
         "migration-folder-missing",
-        ("migrate",),
+        at("migrate"),
         2,
         r"migrations folder \S+/missing does not exist",
         folder="missing",
     ),
     Case(
         "migration-comments-only",
-        ("migrate",),
+        at("migrate"),
         2,
         r"V002__nothing\.sql: has no SQL statements",
         folder="comments_only",
     ),
     Case(
         "migration-unterminated-string",
-        ("migrate",),
+        at("migrate"),
         2,
         r"V002__proc\.sql: line 1: unterminated string",
         folder="unterminated",
     ),
     Case(
         "up-with-duplicate-migration",
-        ("up",),
+        at("up"),
         1,
         r"^error: migrate: \S+/V1__create_other\.sql: duplicate version 1",
         folder="duplicate",
     ),
     Case(
         "up-with-empty-migration-folder",
-        ("up",),
+        at("up"),
         1,
         r"^error: migrate: migrations folder \S+/empty has no migration files",
         folder="empty",
@@ -479,9 +583,27 @@ def _variables(deployed: Deployed, case: Case) -> dict[str, str | None]:
         extra["STACKFLOW_DATABASE_URL"] = (
             f"mysql://{t.user}:{WRONG_PASSWORD}@{t.host}:{t.port}/{t.database}"
         )
-    if case.folder is not None:
-        extra["STACKFLOW_MIGRATIONS_DIR"] = str(deployed.folders[case.folder])
+    if extra.get("STACKFLOW_MIGRATIONS_DIR") == "<folder empty>":
+        extra["STACKFLOW_MIGRATIONS_DIR"] = str(deployed.folders["empty"])
     return extra
+
+
+def _file(deployed: Deployed, case: Case) -> dict[str, Any] | None:
+    """The environment's file for this case (sections over DEPLOYED; None removes one), or None
+    when the case keeps the file as deployed."""
+    if case.file is None and case.folder is None:
+        return None
+    sections: dict[str, Any] = {
+        k: dict(v) if isinstance(v, dict) else v for k, v in DEPLOYED.items()
+    }
+    for key, value in (case.file or {}).items():
+        if value is None:
+            sections.pop(key, None)
+        else:
+            sections[key] = value
+    if case.folder is not None:
+        sections["migrations"] = {"dir": str(deployed.folders[case.folder])}
+    return sections
 
 
 def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[HistoryRecord]) -> None:
@@ -498,10 +620,10 @@ def test_bad_input_is_named_and_changes_nothing_on_the_local_cloud(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Local cloud: `main(argv)` with one bad value against the deployed environment: exit code as
-    expected, the error names the problem, no traceback, no secret echoed, state and schema history
-    unchanged."""
-    # main() writes --env/--cloud into os.environ: setting them here first makes them restored.
+    """Local cloud: `main(argv)` with one bad value (in the environment's file, a variable or a
+    `.env`) against the deployed environment: exit code as expected, the error names the problem
+    (the file and key, or the variable), no traceback, no secret echoed, state and schema history
+    unchanged, and os.environ as it was (the CLI never writes it)."""
     use_variables(monkeypatch, deployed.variables)
     monkeypatch.chdir(deployed.workdir)
     for key, value in _variables(deployed, case).items():
@@ -510,10 +632,16 @@ def test_bad_input_is_named_and_changes_nothing_on_the_local_cloud(
         else:
             monkeypatch.setenv(key, value)
     dotenv = deployed.workdir / ".env"
-    if case.dotenv is not None:
+    if isinstance(case.dotenv, bytes):
+        dotenv.write_bytes(case.dotenv)
+    elif case.dotenv is not None:
         dotenv.write_text(case.dotenv)
+    sections = _file(deployed, case)
+    if sections is not None:
+        declare(deployed.variables, ENVIRONMENT, **sections)
     files, history = snapshot_files(deployed.state_dir), schema_history(deployed.db)
     assert files and history, "nothing deployed to compare against"
+    variables = dict(os.environ)
     capsys.readouterr()
     try:
         code = main(list(case.argv))
@@ -521,7 +649,10 @@ def test_bad_input_is_named_and_changes_nothing_on_the_local_cloud(
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
         dotenv.unlink(missing_ok=True)
+        if sections is not None:
+            declare(deployed.variables, ENVIRONMENT, **DEPLOYED)  # as deployed, for the next case
     out = capsys.readouterr()
+    assert dict(os.environ) == variables, "the command line changed os.environ"
 
     shown = f"exit {code}\n--- stdout\n{out.out}\n--- stderr\n{out.err}"
     assert code == case.code, shown
@@ -538,35 +669,44 @@ def test_bad_input_is_named_and_changes_nothing_on_the_local_cloud(
     _unchanged(deployed, files, history)
 
 
-SUBPROCESS_CASES = [
-    (("up", "--env", "Prod"), 2, r"STACKFLOW_ENVIRONMENT: environment name 'Prod' is not accepted"),
-    (("up", "--stacks", "app,cache"), 2, r"unknown stack 'cache'"),
+SUBPROCESS_CASES: list[tuple[tuple[str, ...], int, str, dict[str, str]]] = [
+    # (argv, exit code, what the last line names, variables of this process only)
+    (("up", "--env", "Prod"), 2, r"environment \(--env\): environment name 'Prod'", {}),
+    (at("up", "--stacks", "app,cache"), 2, r"unknown stack 'cache'", {}),
     (
-        ("destroy",),
+        at("destroy"),
         2,
         rf"environment '{ENVIRONMENT}' is prod: destroying it needs explicit confirmation",
+        {},
+    ),
+    # a process whose variables say otherwise than the environment's file: refused, not deployed
+    (
+        at("up", "--yes"),
+        2,
+        r"STACKFLOW_APP_DESIRED_COUNT: variables set only what belongs to this machine; set "
+        r"`desired_count` under \[app\] in environments/<name>\.toml",
+        {"STACKFLOW_APP_DESIRED_COUNT": "3"},
     ),
 ]
 
 
 def test_bad_input_through_the_real_cli_process_on_the_local_cloud(deployed: Deployed) -> None:
-    """Local cloud: `python flows/run.py` as a process (three at once): the process exit code, the
+    """Local cloud: `python flows/run.py` as a process (four at once): the process exit code, the
     last line of stderr names the problem, and the state and schema history are unchanged."""
     files, history = snapshot_files(deployed.state_dir), schema_history(deployed.db)
-    env = subprocess_env(deployed.variables)
     procs = [
         subprocess.Popen(
             [sys.executable, str(RUN_PY), *argv],
-            env=env,
+            env=subprocess_env({**deployed.variables, **extra}),
             cwd=deployed.workdir,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
         )
-        for argv, _, _ in SUBPROCESS_CASES
+        for argv, _, _, extra in SUBPROCESS_CASES
     ]
-    for proc, (argv, code, names) in zip(procs, SUBPROCESS_CASES, strict=True):
+    for proc, (argv, code, names, _) in zip(procs, SUBPROCESS_CASES, strict=True):
         out, err = proc.communicate(timeout=120)
         shown = f"{' '.join(argv)} -> exit {proc.returncode}\n--- stdout\n{out}\n--- stderr\n{err}"
         assert proc.returncode == code, shown
@@ -615,6 +755,42 @@ def test_bad_flow_parameters_fail_the_run_and_change_nothing_on_the_local_cloud(
     files, history = snapshot_files(deployed.state_dir), schema_history(deployed.db)
     name = {"deploy": "up"}.get(flow, flow)
     state = FLOWS[name](**parameters, return_state=True)
+    assert state.is_failed(), state
+    assert re.search(names, str(state.message), re.DOTALL), state.message
+    _unchanged(deployed, files, history)
+
+
+@pytest.mark.parametrize(
+    ("flow", "sections", "names"),
+    [
+        ("up", {"app": {"cpu": 300}}, rf"{FILE}: app\.cpu: 300 is not a Fargate CPU size"),
+        ("destroy", {"network": {"vpc_cidr": "banana"}}, rf"{FILE}: network\.vpc_cidr: 'banana'"),
+        ("drift", {"kind": "production"}, rf"{FILE}: kind: Input should be 'dev', 'staging'"),
+    ],
+    ids=["deploy-bad-cpu", "destroy-bad-cidr", "drift-bad-kind"],
+)
+def test_a_bad_environment_file_fails_a_flow_run_before_anything_runs_on_the_local_cloud(
+    flow: str,
+    sections: dict[str, Any],
+    names: str,
+    deployed: Deployed,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run from the UI or a schedule reads the same file as the command line: a bad value in it
+    fails the flow run naming the file and key, and the deployed environment's state (local
+    cloud) and schema history are unchanged."""
+    from flows.pipeline import FLOWS
+
+    use_variables(monkeypatch, deployed.variables)
+    files, history = snapshot_files(deployed.state_dir), schema_history(deployed.db)
+    declare(deployed.variables, ENVIRONMENT, **{**DEPLOYED, **sections})
+    try:
+        parameters: dict[str, Any] = {"environment": ENVIRONMENT}
+        if flow == "destroy":
+            parameters["confirm"] = True
+        state = FLOWS[flow](**parameters, return_state=True)
+    finally:
+        declare(deployed.variables, ENVIRONMENT, **DEPLOYED)
     assert state.is_failed(), state
     assert re.search(names, str(state.message), re.DOTALL), state.message
     _unchanged(deployed, files, history)

@@ -32,9 +32,9 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     (folder / "V001__create_color.sql").write_text("CREATE TABLE color (id INT PRIMARY KEY);\n")
     bad = folder / "V002__create_shape.sql"
     bad.write_text(BROKEN)
-    migrations = {"STACKFLOW_MIGRATIONS_DIR": str(folder)}
+    fault_env.declare(migrations={"dir": str(folder)})  # every run below reads this folder
 
-    first = fault_env.cli("up", "--env", env, env=migrations)
+    first = fault_env.cli("up", "--env", env)
     assert first.returncode == 1, first
     assert first.error_line.startswith(
         "error: migrate: V002__create_shape.sql: statement 2 of 2 (line 2) failed"
@@ -47,7 +47,7 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     assert rows[2].error is not None and rows[2].error.startswith("statement 2 of 2 (line 2)")
 
     # the later runs call the CLI's main() in this process: the same code, without the start-up
-    second = fault_env.main("up", "--env", env, env=migrations)
+    second = fault_env.main("up", "--env", env)
     assert second.returncode == 1, second
     # in-process nothing prints after the reason and what to do
     *_, last_line, to_do = second.stderr.strip().splitlines()
@@ -65,7 +65,7 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     assert db.password.get_secret_value() not in repair.output
     assert [r.version for r in schema_history(db)] == [1]
 
-    third = fault_env.main("up", "--env", env, env=migrations)
+    third = fault_env.main("up", "--env", env)
     assert third.returncode == 0, third
     assert re.search(r"^migrate\s+migrated .*1 applied, 1 already applied", third.stdout, re.M)
     assert re.search(r"^verify\s+healthy ", third.stdout, re.MULTILINE), third

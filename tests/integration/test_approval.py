@@ -21,7 +21,16 @@ import pytest
 
 from stackflow import exits
 from tests.faults.helpers import schema_history
-from tests.realenv import ROOT, RUN_PY, cli, outputs, process_env, real_variables, unique
+from tests.realenv import (
+    ROOT,
+    RUN_PY,
+    cli,
+    declare,
+    outputs,
+    process_env,
+    real_variables,
+    unique,
+)
 from tests.terminal import Terminal
 
 pytestmark = pytest.mark.integration
@@ -37,6 +46,13 @@ class Prod:
     migrations: Path
     first: subprocess.CompletedProcess[str]
     cloud: Any
+
+    def declare(self, **sections: Any) -> Path:
+        """Rewrite the environment's own file: its migrations folder and these sections (what
+        every run of it deploys, from this process, the CLI or the UI)."""
+        return declare(
+            self.variables, ENVIRONMENT, migrations={"dir": str(self.migrations)}, **sections
+        )
 
     def service(self) -> dict[str, Any]:
         """The app's ECS service as the local cloud holds it."""
@@ -76,9 +92,8 @@ def prod(tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_ser
     migrations = base / "migrations"
     migrations.mkdir()
     (migrations / "V001__create_hello.sql").write_text("CREATE TABLE hello (id INT PRIMARY KEY);\n")
-    variables = real_variables(base / "state", local_cloud, prefect_server) | {
-        "STACKFLOW_MIGRATIONS_DIR": str(migrations)
-    }
+    variables = real_variables(base / "state", local_cloud, prefect_server)
+    declare(variables, ENVIRONMENT, migrations={"dir": str(migrations)})
     env = process_env(variables)
     first = cli(env, "up", "--env", ENVIRONMENT, "--yes", "--json")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -119,7 +134,8 @@ def test_at_a_terminal_a_rejection_applies_nothing_and_an_approval_applies_the_p
     from prefect.client.orchestration import get_client
 
     assert prod.service()["desiredCount"] == 2  # prod's profile
-    env = prod.env | {"STACKFLOW_APP_DESIRED_COUNT": "3"}
+    prod.declare(app={"desired_count": 3})
+    env = prod.env
 
     def asked(*answers: str) -> Terminal:
         term = Terminal([sys.executable, str(RUN_PY), "up", "--env", ENVIRONMENT], env, ROOT)
@@ -185,11 +201,13 @@ def test_a_preview_shows_the_statements_pending_migrations_would_run_and_changes
     assert prod.history() == before
 
 
-def _in_process(prod: Prod, monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
+def _in_process(prod: Prod, monkeypatch: pytest.MonkeyPatch, **sections: Any) -> None:
+    """This machine's variables in this process, and the environment's file with `sections`."""
     for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
         monkeypatch.delenv(key)
-    for key, value in (prod.variables | extra).items():
+    for key, value in prod.variables.items():
         monkeypatch.setenv(key, value)
+    prod.declare(**sections)
 
 
 def _deploy_answering(
@@ -233,8 +251,8 @@ def test_a_run_with_nothing_to_change_asks_nobody(
 ) -> None:
     """Local cloud: the UI's or a schedule's deploy of an up-to-date prod plans, finds nothing to
     change, and completes without pausing: no approval, no engine operation."""
-    deployed = str(prod.service()["desiredCount"])  # as the cloud has it: nothing to change
-    _in_process(prod, monkeypatch, STACKFLOW_APP_DESIRED_COUNT=deployed)
+    deployed = prod.service()["desiredCount"]  # as the cloud has it: nothing to change
+    _in_process(prod, monkeypatch, app={"desired_count": deployed})
     state, requests = _deploy_answering(lambda _: True)
     assert state.is_completed(), state
     summary = state.result()
@@ -248,8 +266,8 @@ def test_files_added_while_the_approval_waited_are_planned_and_asked_again(
     round 1 is approved. The run re-checks the files before applying anything, asks again
     (round 2: both files, the DROP flagged destructive), and on approval applies both: approved
     findings are allowed in prod."""
-    deployed = str(prod.service()["desiredCount"])  # only the files change
-    _in_process(prod, monkeypatch, STACKFLOW_APP_DESIRED_COUNT=deployed)
+    deployed = prod.service()["desiredCount"]  # only the files change
+    _in_process(prod, monkeypatch, app={"desired_count": deployed})
     (prod.migrations / "V002__create_scratch.sql").write_text(CREATE_SCRATCH)
 
     def decide(event: Any) -> bool:
@@ -274,23 +292,19 @@ def test_files_added_while_the_approval_waited_are_planned_and_asked_again(
 def test_a_stack_changed_while_the_approval_waited_stops_the_run_and_asks_again(
     prod: Prod, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Local cloud: round 1 approves a new desired count for the app; meanwhile another run
-    deploys the app with more CPU. Applying round 1's plan, Pulumi finds the task definition
-    would be replaced, which the plan does not allow: the run stops there and asks again
-    (round 2 shows the replacement), and on approval applies it."""
-    _in_process(prod, monkeypatch, STACKFLOW_APP_DESIRED_COUNT="4")
+    """Local cloud: round 1 approves a new desired count for the app; meanwhile another run, from
+    a checkout whose file gives the app more CPU, deploys it. Applying round 1's plan, Pulumi
+    finds the task definition would be replaced, which the plan does not allow: the run stops
+    there and asks again (round 2 shows the replacement), and on approval applies it."""
+    _in_process(prod, monkeypatch, app={"desired_count": 4})
 
     def decide(event: Any) -> bool:
         if event.plan.round == 1:
-            other = cli(
-                prod.env | {"STACKFLOW_APP_CPU": "512", "STACKFLOW_APP_DESIRED_COUNT": "3"},
-                "up",
-                "--env",
-                ENVIRONMENT,
-                "--stacks",
-                "app",
-                "--yes",
-            )
+            prod.declare(app={"cpu": 512, "desired_count": 3})  # the other checkout's file
+            try:
+                other = cli(prod.env, "up", "--env", ENVIRONMENT, "--stacks", "app", "--yes")
+            finally:
+                prod.declare(app={"desired_count": 4})  # this run's file again
             assert other.returncode == 0, other.stdout + other.stderr
             assert prod.task_cpu() == "512"
         return True
@@ -308,14 +322,14 @@ def test_a_stack_changed_while_the_approval_waited_stops_the_run_and_asks_again(
 def test_no_decision_in_time_ends_the_run_with_nothing_applied(
     prod: Prod, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Local cloud: nobody answers within STACKFLOW_APPROVAL_TIMEOUT_S (10 s here): the flow run
-    ends Cancelled as "ApprovalExpired", says so, and nothing was applied."""
+    """Local cloud: nobody answers within the file's `timeout_s` under [approval] (10 s here): the
+    flow run ends Cancelled as "ApprovalExpired", says so, and nothing was applied."""
     before = prod.service()["desiredCount"]
     _in_process(
         prod,
         monkeypatch,
-        STACKFLOW_APP_DESIRED_COUNT=str(before + 1),
-        STACKFLOW_APPROVAL_TIMEOUT_S="10",
+        app={"desired_count": before + 1},
+        approval={"timeout_s": 10},
     )
     state, requests = _deploy_answering(lambda _: None)
     assert len(requests) == 1

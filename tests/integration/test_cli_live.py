@@ -6,6 +6,7 @@ Pulumi's own lines in a log file (and live with -v), a traceback only for a bug.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -186,9 +187,10 @@ def test_a_bug_prints_its_traceback_and_where_to_report_it(
     import flows.pipeline
     from cli.main import main
 
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
     for key, value in real_variables(tmp_path / "state", local_cloud, prefect_server).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("STACKFLOW_ENVIRONMENT", "dev")  # main() writes --env there: restored
 
     def broken(*_: Any, **__: Any) -> None:
         raise TypeError("planted for the test")

@@ -163,7 +163,7 @@ def test_served_deployments_expose_a_typed_described_parameter_form(prefect_serv
     """What the UI's run form is built from: types, defaults, descriptions and the stack enum."""
     from prefect.client.orchestration import get_client
 
-    from stackflow.graph import GRAPH
+    from graph import GRAPH
 
     for deployment in build_deployments(["dev"]):
         deployment.apply()
@@ -181,9 +181,14 @@ def test_served_deployments_expose_a_typed_described_parameter_form(prefect_serv
     schema = deploy.parameter_openapi_schema
     assert schema is not None
     props = schema["properties"]
-    assert list(props) == ["environment", "stacks", "force"]
+    assert list(props) == ["environment", "stacks", "force", "cloud"]
     assert props["environment"]["type"] == "string" and props["environment"]["default"] == "dev"
     assert props["force"]["type"] == "boolean" and props["force"]["default"] is False
+    # where to deploy: empty (None) means what the environment's file says
+    assert props["cloud"]["default"] is None
+    clouds = [c for c in props["cloud"]["anyOf"] if c.get("type") != "null"]
+    assert [_resolve(schema, c).get("enum") for c in clouds] == [["local", "aws"]]
+    assert "file" in props["cloud"]["description"]
     for name, prop in props.items():
         assert len(prop.get("description", "")) > 10, f"{name} has no description"
     arrays = [a for a in props["stacks"]["anyOf"] if a.get("type") == "array"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.realenv import outputs, real_variables, unique
+from tests.realenv import declare, outputs, real_variables, unique
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,24 +163,23 @@ def test_every_operation_emits_labelled_events(real_env: dict[str, Any]) -> None
     assert {e.payload["operation"] for e in events if "destroyed" in e.event} == {"destroy"}
 
 
-def test_cleanup_expired_destroys_an_expired_pr_environment(
-    real_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, Any]) -> None:
     """Local cloud: a pr- environment past its TTL is destroyed, forgotten and announced; one
     within its TTL is kept, stacks and resources."""
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy
+    from graph import GRAPH
     from stackflow.engine import get_engine
     from stackflow.environments import list_environments
-    from stackflow.graph import GRAPH, bare_spec
+    from stackflow.graph import bare_spec
     from stackflow.settings import get_settings
 
     state_dir = real_env["state_dir"]
     old, young = unique("pr"), unique("pr")
     since = datetime.now(UTC) - timedelta(seconds=1)
-    monkeypatch.setenv("STACKFLOW_TTL_HOURS", "0.0001")  # 0.36 s
+    declare(real_env["variables"], old, ttl_hours=0.0001)  # 0.36 s
     deploy(environment=old, stacks=["networking"])
-    monkeypatch.setenv("STACKFLOW_TTL_HOURS", "24")
+    declare(real_env["variables"], young, ttl_hours=24)
     deploy(environment=young, stacks=["networking"])
     records = {r.name: r for r in list_environments(state_dir)}
     assert records[old].expired() and not records[young].expired()

@@ -63,7 +63,8 @@ def cli(target: MysqlTarget, *argv: str, kind: str = "dev") -> tuple[int, str, s
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     out, err = io.StringIO(), io.StringIO()
-    app = get_settings().model_copy(update={"environment": kind})
+    app = get_settings(kind)  # the repository's environments/<kind>.toml: prod is protected
+    assert app.protected is (kind == "prod")
     code = cli_run(parser.parse_args(list(argv)), app, lambda: target, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
@@ -200,7 +201,8 @@ def test_a_foreign_definer_is_refused_before_anything_runs_then_stripped(
         migrate(fresh_schema, settings(), folder)
     message = str(info.value)
     assert "V2__proc.sql: statement 1" in message and "`root`@`localhost`" in message
-    assert "--strip-definer" in message and "STACKFLOW_MIGRATIONS_STRIP_DEFINER" in message
+    assert "--strip-definer" in message
+    assert "strip_definer = true under [migrations] in environments/<name>.toml" in message
     assert "t" not in tables(fresh_schema)  # V1 did not run either
     report = migrate(fresh_schema, settings(strip_definer=True), folder)
     assert [a.version for a in report.applied] == [1, 2]
@@ -350,7 +352,7 @@ def test_an_applied_file_gone_from_the_folder_is_reported_and_refused_unless_all
         migrate(fresh_schema, settings(), folder)
     message = str(info.value)
     assert "V2 (b)" in message and "--allow-missing" in message
-    assert "STACKFLOW_MIGRATIONS_ALLOW_MISSING" in message
+    assert "allow_missing = true under [migrations] in environments/<name>.toml" in message
     assert "c" not in tables(fresh_schema)
     code, out, _ = cli(fresh_schema, "--status", "--dir", str(folder))
     assert code == 0 and "missing" in out and "gone from the folder: V2" in out

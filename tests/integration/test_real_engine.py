@@ -31,6 +31,7 @@ from tests.realenv import (
     ROOT,
     STACKS,
     cli,
+    declare,
     intervals,
     process_env,
     real_variables,
@@ -267,7 +268,7 @@ def test_up_publishes_the_summary_artifact_with_secrets_masked(shared: dict[str,
 
 
 def test_a_forced_stack_is_the_only_engine_call_and_targeting_reads_upstream_from_state(
-    shared: dict[str, Any], in_process: None, monkeypatch: pytest.MonkeyPatch
+    shared: dict[str, Any], in_process: None
 ) -> None:
     """The deploy flow, in-process, on the local cloud: an unchanged environment makes no engine
     call; `force` on one stack runs exactly that stack; a changed setting of the app, targeted
@@ -287,8 +288,11 @@ def test_a_forced_stack_is_the_only_engine_call_and_targeting_reads_upstream_fro
     assert forced["engine_calls"] == ["up:networking"]
     assert statuses(forced) == {"networking": "unchanged"}  # ran, changed nothing
 
-    monkeypatch.setenv("STACKFLOW_APP_DESIRED_COUNT", "2")
-    targeted = deploy(environment=name, stacks=["app"])
+    declare(shared["variables"], name, app={"desired_count": 2})  # the environment's file
+    try:
+        targeted = deploy(environment=name, stacks=["app"])
+    finally:
+        declare(shared["variables"], name)  # back to its kind's defaults
     assert targeted["engine_calls"] == ["up:app"]
     assert [s["stack"] for s in targeted["stacks"]] == ["app"]
     assert statuses(targeted) == {"app": "updated"}
@@ -298,7 +302,6 @@ def test_a_forced_stack_is_the_only_engine_call_and_targeting_reads_upstream_fro
         "services"
     ]
     assert service["desiredCount"] == 2
-    monkeypatch.delenv("STACKFLOW_APP_DESIRED_COUNT")
     back = deploy(environment=name, stacks=["app"])
     assert back["engine_calls"] == ["up:app"] and statuses(back) == {"app": "updated"}
 
@@ -306,16 +309,20 @@ def test_a_forced_stack_is_the_only_engine_call_and_targeting_reads_upstream_fro
 def test_preview_names_each_resource_and_the_properties_that_change_on_the_local_cloud(
     shared: dict[str, Any],
 ) -> None:
-    """`preview` through the CLI on the local cloud, with two app settings changed: the ECS
-    service is an in-place update of `desiredCount` (1 => 2), the task definition a replacement
-    forced by its container definitions; `--json` carries the same data, the secret database
-    password appears in neither, and nothing is deployed."""
-    env = {**shared["env"], "STACKFLOW_APP_DESIRED_COUNT": "2", "STACKFLOW_APP_CPU": "512"}
-    name = shared["name"]
+    """`preview` through the CLI on the local cloud, with two app settings changed in the
+    environment's file: the ECS service is an in-place update of `desiredCount` (1 => 2), the task
+    definition a replacement forced by its container definitions; `--json` carries the same data,
+    the secret database password appears in neither, and nothing is deployed."""
+    env, name = shared["env"], shared["name"]
     db_password = str(outputs(shared, name)["database"]["password"])
     before = outputs(shared, name)["app"]
 
-    text = cli(env, "preview", "--env", name, "--stacks", "app")
+    declare(shared["variables"], name, app={"desired_count": 2, "cpu": 512})
+    try:
+        text = cli(env, "preview", "--env", name, "--stacks", "app")
+        as_json = cli(env, "preview", "--env", name, "--stacks", "app", "--json")
+    finally:
+        declare(shared["variables"], name)  # as deployed, for the tests after this one
     assert text.returncode == 0, text.stdout + text.stderr
     lines = text.stdout.splitlines()
     service = next(i for i, line in enumerate(lines) if "aws:ecs/service:Service" in line)
@@ -331,7 +338,6 @@ def test_preview_names_each_resource_and_the_properties_that_change_on_the_local
     [link] = re.findall(r"^Prefect UI: (\S+)$", text.stdout, re.MULTILINE)
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/runs/flow-run/[0-9a-f-]{36}", link), link
 
-    as_json = cli(env, "preview", "--env", name, "--stacks", "app", "--json")
     assert as_json.returncode == 0, as_json.stderr
     summary = json.loads(as_json.stdout)
     assert summary["ui_url"].startswith(link.rsplit("/", 1)[0])

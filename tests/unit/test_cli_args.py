@@ -3,31 +3,27 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from cli.main import main as cli_main
 from cli.parser import build_parser
+from graph import GRAPH
 from stackflow import exits
-from stackflow.graph import GRAPH
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture(autouse=True)
-def _restored_environment() -> Iterator[None]:
-    """main() writes --env and --cloud into os.environ (the flows read them there): restore them
-    after each test, so a refused name never leaks into later tests of the same worker."""
-    names = ("STACKFLOW_ENVIRONMENT", "STACKFLOW_CLOUD")
-    before = {name: os.environ.get(name) for name in names}
-    yield
-    for name, value in before.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+def main(argv: list[str]) -> int:
+    """The command line's main(argv), checking it leaves os.environ as it found it: --env and
+    --cloud are arguments of the settings and of the flow, never variables written for them (and
+    a refused name never leaks into later tests of the same worker)."""
+    before = dict(os.environ)
+    try:
+        return cli_main(argv)
+    finally:
+        assert dict(os.environ) == before, "the command line changed os.environ"
 
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -82,7 +78,7 @@ def test_a_long_environment_name_is_echoed_shortened(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert code == exits.USAGE
     assert err.startswith("error: invalid settings:")
-    assert "STACKFLOW_ENVIRONMENT: environment name 'Bad_Bad_" in err
+    assert "environment (--env): environment name 'Bad_Bad_" in err
     assert len(err) < 500 and "Bad_" * 30 not in err
 
 
@@ -94,6 +90,8 @@ def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
         out = capsys.readouterr().out
         for code, meaning in exits.MEANINGS.items():
             assert f"{code:>3}  {meaning}" in out, (argv, code)
+        # the environment and the cloud are arguments and files now, never variables
+        assert "STACKFLOW_ENVIRONMENT" not in out and "STACKFLOW_CLOUD" not in out, argv
 
 
 def test_every_command_that_runs_a_flow_takes_json() -> None:
@@ -108,11 +106,11 @@ def test_the_flow_refuses_an_explicit_empty_stacks_list() -> None:
     from stackflow.engine import Operation
     from stackflow.errors import SettingsError
 
-    assert _request("dev", Operation.UP, None).stacks == []  # every stack
+    assert _request("dev", None, Operation.UP, None).stacks == []  # every stack
     with pytest.raises(SettingsError, match="stacks: an empty list selects nothing"):
-        _request("dev", Operation.UP, [])
+        _request("dev", None, Operation.UP, [])
     with pytest.raises(SettingsError, match="leave the parameter out"):
-        _request("dev", Operation.PREVIEW, [" "])
+        _request("dev", "local", Operation.PREVIEW, [" "])
 
 
 def test_graph_json_is_the_declared_graph(capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,17 +125,48 @@ def test_graph_json_is_the_declared_graph(capsys: pytest.CaptureFixture[str]) ->
     assert {n["name"] for n in nodes if n["kind"] == "stack"} == set(GRAPH.stacks)
 
 
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This machine for one test: no STACKFLOW_* variable of the caller's, no Prefect server
+    configured, a state folder and a project of its own (a template per kind saying `cloud =
+    "local"`, so dev-1 and prod-1 are known names), a working folder without a `.env`."""
+    from stackflow.localprefect import free_port
+    from tests.realenv import test_project
+
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    variables = {
+        "STACKFLOW_STATE_DIR": str(tmp_path / "state"),
+        "STACKFLOW_PROJECT_DIR": str(test_project(tmp_path / "project")),
+        "STACKFLOW_LOCAL_PREFECT_PORT": str(free_port()),  # never another's server
+    }
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    return variables
+
+
 REFUSED_BEFORE_ANY_SERVER = {
-    "unknown stack": (["up", "--stacks", "nope"], {}, "unknown stack"),
-    "protected destroy without --yes": (["destroy", "--env", "prod-1"], {}, "needs explicit"),
+    # case: (argv, the environment's own file (sections) or None, variables, reason)
+    "unknown stack": (["up", "--stacks", "nope"], None, {}, "unknown stack"),
+    "protected destroy without --yes": (
+        ["destroy", "--env", "prod-1"],
+        None,
+        {},
+        "needs explicit",
+    ),
     "deletion-protected database": (
         ["destroy", "--env", "dev-1", "--yes"],
-        {"STACKFLOW_DATABASE_DELETION_PROTECTION": "true"},
+        {"database": {"deletion_protection": True}},
+        {},
         "deletion protection on",
     ),
-    "gated up with --json": (["up", "--env", "prod-1", "--json"], {}, "no terminal to ask"),
+    "gated up with --json": (["up", "--env", "prod-1", "--json"], None, {}, "no terminal to ask"),
     "deployed on the other cloud": (
         ["preview", "--env", "dev-1"],
+        None,
         {"STACKFLOW_STATE_PASSPHRASE": "unit-test-passphrase"},  # for the AWS record below
         "deployed on AWS",
     ),
@@ -147,27 +176,25 @@ REFUSED_BEFORE_ANY_SERVER = {
 @pytest.mark.parametrize("case", REFUSED_BEFORE_ANY_SERVER)
 def test_a_refused_run_starts_no_prefect_server(
     case: str,
-    tmp_path: Path,
+    machine: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """With no PREFECT_API_URL the CLI starts a local Prefect server for a run (10-15 s); a run
     that is refused anyway answers first: exit 2, the reason, and no server in the state folder."""
     from stackflow.environments import record_deploy
-    from stackflow.processes import free_port
     from stackflow.settings import get_settings
     from stackflow.state import StateLayout
+    from tests.realenv import declare
 
-    argv, variables, reason = REFUSED_BEFORE_ANY_SERVER[case]
-    state = tmp_path / "state"
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setenv("STACKFLOW_STATE_DIR", str(state))
-    monkeypatch.setenv("STACKFLOW_CLOUD", "local")
-    monkeypatch.setenv("STACKFLOW_LOCAL_PREFECT_PORT", str(free_port()))  # never another's server
+    argv, sections, variables, reason = REFUSED_BEFORE_ANY_SERVER[case]
+    state = Path(machine["STACKFLOW_STATE_DIR"])
+    if sections is not None:
+        declare(machine, argv[argv.index("--env") + 1], **sections)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     if case == "deployed on the other cloud":
-        record_deploy(get_settings(environment="dev-1", cloud="aws", state_dir=state))
+        record_deploy(get_settings("dev-1", "aws"))
     code = main(argv)
     err = capsys.readouterr().err
     assert code == exits.USAGE, err
@@ -176,15 +203,87 @@ def test_a_refused_run_starts_no_prefect_server(
     assert "PREFECT_API_URL" not in os.environ
 
 
+# A variable that names what an environment deploys: (variable, value, the file key it names).
+ENVIRONMENT_VARIABLES = [
+    ("STACKFLOW_APP_DESIRED_COUNT", "3", "`desired_count` under [app] in environments/<name>.toml"),
+    ("STACKFLOW_CLOUD", "aws", "`cloud` in environments/<name>.toml"),
+    ("STACKFLOW_AWS_REGION", "us-east-1", "`region` under [aws] in environments/<name>.toml"),
+    ("STACKFLOW_MIGRATIONS_DIR", "/tmp/other", "`dir` under [migrations] in environments/"),
+    ("STACKFLOW_APPROVAL_REQUIRED", "false", "`required` under [approval] in environments/"),
+    ("STACKFLOW_KIND", "prod", "`kind` in environments/<name>.toml"),
+    ("STACKFLOW_ENVIRONMENT", "prod-1", "choose the environment with --env"),
+]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "key"), ENVIRONMENT_VARIABLES, ids=[v[0] for v in ENVIRONMENT_VARIABLES]
+)
+@pytest.mark.parametrize("command", ["up", "destroy", "outputs", "migrate"])
+def test_a_variable_naming_an_environment_setting_is_refused_before_anything_runs(
+    command: str,
+    variable: str,
+    value: str,
+    key: str,
+    machine: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What an environment deploys lives in its file: the command line refuses a variable that
+    says otherwise (exit 2), naming the variable and the key to set instead, before any server
+    starts or any state is written (the state folder is not even created)."""
+    monkeypatch.setenv(variable, value)
+    argv = [command, "--env", "dev-1", *(["--yes"] if command in ("up", "destroy") else [])]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == exits.USAGE, err
+    [line] = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert f"{variable}: " in line and key in line, line
+    assert "remove the variable" in line or "--env" in line, line
+    assert not Path(machine["STACKFLOW_STATE_DIR"]).exists(), "something was written"
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        # an unterminated quote would otherwise swallow the lines after it
+        (b'STACKFLOW_STACK_RETRIES=1\nSTACKFLOW_STATE_DIR="/tmp/x\nSTACKFLOW_RETRY_DELAY_S=0\n', 2),
+        (
+            b"STACKFLOW_STACK_RETRIES=1\nSTACKFLOW_RETRY_DELAY_S=0\nSTACKFLOW_STATE_DIR=/tmp/\xff\n",
+            3,
+        ),
+    ],
+    ids=["unterminated-quote", "not-utf8"],
+)
+@pytest.mark.parametrize("argv", [["up", "--yes"], ["destroy", "--env", "prod-1", "--yes"]])
+def test_a_malformed_dotenv_is_refused_naming_the_file_and_line(
+    content: bytes,
+    line: int,
+    argv: list[str],
+    machine: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A `.env` that cannot be read whole is refused, naming the file and the line; no setting of
+    it is used, and the run acts on no environment at all (neither the default one nor --env's):
+    exit 2 before anything is written."""
+    dotenv = Path.cwd() / ".env"
+    dotenv.write_bytes(content)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == exits.USAGE, err
+    [shown] = [text for text in err.splitlines() if text.startswith("error: ")]
+    assert f"{dotenv}, line {line}:" in shown, shown
+    assert "no setting of that file was used" in shown, shown
+    assert "dev" not in shown.replace(str(dotenv), "") and "prod-1" not in shown, shown
+    assert not Path(machine["STACKFLOW_STATE_DIR"]).exists(), "something was written"
+
+
 def test_a_bad_option_starts_no_prefect_server(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    machine: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from stackflow.state import StateLayout
 
-    monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    monkeypatch.setenv("STACKFLOW_STATE_DIR", str(tmp_path / "state"))
     with pytest.raises(SystemExit) as stopped:
         main(["up", "--heartbeat", "0"])
     assert stopped.value.code == exits.USAGE
     assert "out of range" in capsys.readouterr().err
-    assert not StateLayout(tmp_path / "state").prefect.exists()
+    assert not StateLayout(Path(machine["STACKFLOW_STATE_DIR"])).prefect.exists()

@@ -30,11 +30,22 @@ def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: 
         check_cloud(aws)
     message = str(info.value)
     assert "'dev'" in message and "local cloud" in message and "AWS" in message
-    assert "--cloud local" in message and "Nothing was changed" in message
+    # where this run's cloud came from, and how to act where it is deployed: an argument or the
+    # environment's file, never a variable (the CLI refuses STACKFLOW_CLOUD)
+    assert "--cloud aws" in message and "Nothing was changed" in message
+    assert "--cloud local" in message and 'cloud = "local" in environments/dev.toml' in message
+    assert "STACKFLOW_CLOUD" not in message
     assert sorted(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()) == before
     check_cloud(
         get_settings(state_dir=tmp_path, environment="staging", cloud="aws", state_passphrase="x")
     )  # another environment: fine
+    # a cloud from the file is named as the file says
+    prod_aws = get_settings(
+        state_dir=tmp_path, environment="prod", cloud="aws", state_passphrase="x"
+    )
+    record_outcome(records_of(prod_aws), prod_aws, succeeded=True)
+    with pytest.raises(CloudMismatch, match=r'\(cloud = "local" in environments/prod\.toml\)'):
+        check_cloud(get_settings(state_dir=tmp_path, environment="prod"))
 
 
 def test_backends_drift_marks_and_labels_are_per_cloud(tmp_path: Path) -> None:

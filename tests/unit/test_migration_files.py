@@ -273,6 +273,7 @@ def test_plan_refuses_out_of_order_unless_allowed(tmp_path: Path) -> None:
     with pytest.raises(MigrationOrderError, match="below the latest applied version 3") as info:
         compute_plan(history, files, False)
     assert str(files[1].path) in str(info.value) and "--allow-out-of-order" in str(info.value)
+    assert "allow_out_of_order = true under [migrations]" in str(info.value)
     assert [m.version for m in compute_plan(history, files, True).pending] == [2]
 
 
@@ -370,20 +371,22 @@ def test_retry_condition_retries_only_transient_database_errors() -> None:
     assert not retried(Failed(data=MigrationSQLError("bad statement")))
     assert not retried(Completed(data=None))
     assert run_migrations.retry_condition_fn is retry_if_transient_database
-
-
-def test_the_migrate_task_carries_no_retry_numbers_its_policy_comes_from_settings() -> None:
+    # how often and how long come from the settings' RetryPolicy, never from the decorator: by
+    # default three retries, delays drawn with +-50% jitter (two runs retrying drift apart)
     from stackflow.retry import migration_policy
     from stackflow.settings import MigrationSettings
-    from tasks.migrate import retry_if_transient_database, run_migrations
 
-    assert run_migrations.retries == 0  # the decorator declares only what is worth retrying
-    policy = migration_policy(MigrationSettings(retries=4).retries)
-    assert policy.base_delays() == [2.0, 4.0, 8.0, 16.0] and policy.jitter == 0.5
-    options = policy.task_options()
-    task = run_migrations.with_options(**options)
-    assert task.retries == 4 and task.retry_condition_fn is retry_if_transient_database
-    assert all(1.0 <= d <= 24.0 for d in options["retry_delay_seconds"])
+    assert run_migrations.retries == 0  # the decorator carries no number
+    policy = migration_policy(MigrationSettings().retries)
+    assert (policy.retries, policy.jitter) == (3, 0.5)
+    retried_task = run_migrations.with_options(**policy.task_options())
+    assert (
+        retried_task.retries == 3 and retried_task.retry_condition_fn is retry_if_transient_database
+    )
+    delays = retried_task.retry_delay_seconds
+    assert isinstance(delays, list) and len(delays) == 3
+    for delay, base in zip(delays, policy.base_delays(), strict=True):
+        assert base * 0.5 <= delay <= base * 1.5
 
 
 def cli_args(*argv: str) -> argparse.Namespace:

@@ -276,7 +276,8 @@ def test_a_dotenv_file_sets_machine_settings_and_a_variable_wins(
             b'STACKFLOW_STATE_DIR="/tmp/unterminated\nSTACKFLOW_STACK_RETRIES=1\n',
             ["line 1", "unterminated"],
         ),
-        (b"STACKFLOW_STATE_DIR=/tmp/\xff\xfe\n", ["not UTF-8"]),
+        (b"STACKFLOW_STATE_DIR=/tmp/\xff\xfe\n", ["line 1", "not UTF-8"]),
+        (b"STACKFLOW_STACK_RETRIES=1\nSTACKFLOW_STATE_DIR=/tmp/\xff\n", ["line 2", "not UTF-8"]),
     ],
 )
 def test_a_malformed_dotenv_is_refused_naming_the_file_and_line(
