@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         from cli.supervise import run_flow
 
         runner, log_file = run_flow(args, settings, stacks)
-        return report_run(runner.state, runner.error, args, log_file)
+        code = report_run(runner.state, runner.error, args, log_file)
+        return exits.TERMINATED if runner.terminated and code == exits.INTERRUPTED else code
     except StackflowError as exc:
         return fail(str(exc), exits.USAGE if isinstance(exc, ValueError) else exits.FAILED)
     except KeyboardInterrupt:

@@ -43,11 +43,36 @@ def run_flow(args: argparse.Namespace, settings: Any, stacks: list[str]) -> tupl
     progress.reset()
     view = make_view(sys.stderr, args.heartbeat)
     echo = view.echo if args.verbose else None
-    with routed_logs(log_file, echo), view, progress.subscribed(view.on_event):
+    with (
+        routed_logs(log_file, echo),
+        view,
+        progress.subscribed(view.on_event),
+        sigterm_interrupts(),
+    ):
         runner = FlowRun(FLOWS[args.command], kwargs)
         runner.start()
-        _supervise(runner, view, args)
+        runner.terminated = _supervise(runner, view, args)
     return runner, log_file
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, a worker or container stop): handled as an interrupt, ending Crashed."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Any:
+    """While inside, SIGTERM interrupts the main thread the way Ctrl-C does (so running
+    operations are cancelled cleanly instead of the process vanishing under them)."""
+    import signal
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class FlowRun:
@@ -60,6 +85,7 @@ class FlowRun:
         self.flow, self.kwargs = flow, kwargs
         self.state: Any = None
         self.error: BaseException | None = None
+        self.terminated = False  # ended by SIGTERM (exit 143, the flow run Crashed)
         self.done = threading.Event()
         context = contextvars.copy_context()  # Prefect's settings, as this thread has them
         self.thread = threading.Thread(
@@ -78,9 +104,9 @@ class FlowRun:
             self.done.set()
 
 
-def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
-    """Wait for the run; answer its approval requests; on Ctrl-C cancel it (once cleanly; a
-    second Ctrl-C stops at once)."""
+def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> bool:
+    """Wait for the run; answer its approval requests; on Ctrl-C or SIGTERM cancel it (once
+    cleanly; a second one stops at once). Returns whether SIGTERM ended it."""
     from stackflow.progress import hub
 
     progress = hub()
@@ -89,13 +115,14 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
             request = view.take_approval()
             if request is not None:
                 _approve_here(request, runner, view, args)
-        return
-    except KeyboardInterrupt:
-        pass
+        return False
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
     # Our `pulumi` processes run in process groups of their own: the terminal's Ctrl-C reached
     # only us, and each gets exactly one SIGINT from here (Pulumi's graceful cancel).
     view.echo(
-        "interrupted: cancelling the running operations; Pulumi finishes the resource "
+        ("terminated (SIGTERM)" if terminated else "interrupted")
+        + ": cancelling the running operations; Pulumi finishes the resource "
         "operations in flight (press Ctrl-C again to stop at once)"
     )
     progress.cancel(interrupt=True)
@@ -111,6 +138,9 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> None:
     try:
         while not runner.done.wait(0.1):
             pass
+        if terminated:  # as Prefect ends a run whose process got SIGTERM
+            _end_flow_run(view.board.flow_run_id, crashed=True)
+        return terminated
     except KeyboardInterrupt:
         # A second SIGINT makes Pulumi stop at once (what a second Ctrl-C means to it).
         progress.cancel(interrupt=True)
@@ -184,17 +214,21 @@ def _decide(flow_run_id: str, approve: bool, reason: str, yes: bool = False, **k
     answer(flow_run_id, approve, reason, **kw)
 
 
-def _end_flow_run(flow_run_id: str | None) -> None:
-    """On the way out after a second Ctrl-C: the flow run ends Cancelled, not Running forever
-    (best effort: the process exits next, whatever the server says)."""
+def _end_flow_run(flow_run_id: str | None, crashed: bool = False) -> None:
+    """On the way out: after a second Ctrl-C the flow run ends Cancelled, after SIGTERM Crashed
+    (as Prefect ends a run whose process got SIGTERM), never Running forever (best effort: the
+    process exits next, whatever the server says)."""
     if flow_run_id is None:
         return
     from uuid import UUID
 
     from prefect.client.orchestration import get_client
-    from prefect.states import Cancelled
+    from prefect.states import Cancelled, Crashed
 
+    state: Any = (
+        Crashed(message="terminated (SIGTERM): the running operations were cancelled cleanly")
+        if crashed
+        else Cancelled(message="stopped at once (a second Ctrl-C)")
+    )
     with contextlib.suppress(Exception), get_client(sync_client=True) as client:
-        client.set_flow_run_state(
-            UUID(flow_run_id), Cancelled(message="stopped at once (a second Ctrl-C)"), force=True
-        )
+        client.set_flow_run_state(UUID(flow_run_id), state, force=True)
