@@ -61,7 +61,9 @@ def read_settings(args: argparse.Namespace) -> Any:
     """
     from stackflow.settings import get_settings
 
-    return get_settings(args.environment or "dev", getattr(args, "cloud", None))
+    settings = get_settings(args.environment or "dev", getattr(args, "cloud", None))
+    settings.state.check()  # a state folder that is a file, unwritable or read-only: named now
+    return settings
 
 
 def _command(args: argparse.Namespace, settings: Any) -> int:

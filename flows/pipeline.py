@@ -128,6 +128,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     """
     check_scope(request.environment)  # a deployment acts on its own environment only
     settings = settings or run_settings(request)
+    settings.state.check()  # this machine's state folder: usable, or named with what to do
     op = request.operation
     if op is Operation.DESTROY:
         settings.confirm_destroy(request.confirm)

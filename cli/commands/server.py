@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Any
 
+from stackflow.errors import StackflowError
+
 
 def use_local_prefect(settings: Any) -> None:
     """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
@@ -17,7 +19,9 @@ def use_local_prefect(settings: Any) -> None:
 
     os.environ.update({k: v for k, v in heartbeat_environment().items() if k not in os.environ})
     if os.environ.get("PREFECT_API_URL"):
-        point_prefect_at(os.environ["PREFECT_API_URL"])  # heartbeats on, whoever set the URL
+        api_url = os.environ["PREFECT_API_URL"]
+        _check_reachable(api_url, os.environ.get("PREFECT_API_AUTH_STRING"))
+        point_prefect_at(api_url)  # heartbeats on, whoever set the URL
         return
     from stackflow.localprefect import ensure_local_prefect
 
@@ -27,6 +31,29 @@ def use_local_prefect(settings: Any) -> None:
     server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=progress)
     point_prefect_at(server.api_url, server.auth_string)
     progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
+
+
+class PrefectUnreachable(StackflowError):
+    """The Prefect API a command is pointed at does not answer."""
+
+
+def _check_reachable(api_url: str, auth: str | None) -> None:
+    """Name the Prefect API and what to do when it does not answer, before any run starts.
+
+    Raises:
+        PrefectUnreachable: naming PREFECT_API_URL (masked) and the two ways on.
+    """
+    from stackflow.backends import mask_url
+    from stackflow.localprefect import healthy
+
+    base = api_url.rstrip("/").removesuffix("/api")
+    if healthy(base, timeout=5.0, auth_string=auth):
+        return
+    raise PrefectUnreachable(
+        f"the Prefect API at PREFECT_API_URL={mask_url(api_url)} does not answer (or refuses "
+        "its credentials, PREFECT_API_AUTH_STRING): start that server or correct the URL, or "
+        "unset PREFECT_API_URL to run against this project's local server. Nothing was changed."
+    )
 
 
 def point_prefect_at(api_url: str, auth: str | None = None) -> None:

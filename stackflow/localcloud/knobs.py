@@ -33,7 +33,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -54,6 +54,9 @@ _DEFAULT_ERRORS: dict[str, tuple[str, str]] = {
 }
 
 
+MAX_LATENCY_S = 3600.0  # an hour per call: beyond it a rehearsal is a hang (use the hang fault)
+
+
 class Fault(BaseModel):
     """One injected failure: what it looks like and which calls it hits."""
 
@@ -65,7 +68,9 @@ class Fault(BaseModel):
     )
     code: str | None = Field(None, description="AWS error code; default per kind (Throttling...).")
     message: str | None = Field(None, description="AWS error message; default per kind.")
-    count: int | None = Field(None, ge=0, description="How many calls it hits; null: every call.")
+    count: int | None = Field(
+        None, ge=0, le=1_000_000, description="How many calls it hits; null: every call."
+    )
     node: str | None = Field(None, description="networking, database or app; absent: any.")
     environment: str | None = Field(None, description="Environment name (dev); absent: any.")
     type: str | None = Field(None, description="Pulumi type token; absent: any.")
@@ -95,8 +100,9 @@ class KnobSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    latency_s: dict[str, float] = Field(
-        default_factory=dict, description="Seconds of latency per selector (*, node, env:X, type)."
+    latency_s: dict[str, Annotated[float, Field(ge=0, le=MAX_LATENCY_S)]] = Field(
+        default_factory=dict,
+        description=f"Seconds of latency per selector (*, node, env:X, type), 0 to {MAX_LATENCY_S:g}.",
     )
     faults: list[Fault] = Field(default_factory=list, description="Faults, first match wins.")
 
