@@ -81,7 +81,8 @@ def measure_tasks(n: int, environment: str) -> dict[str, Any]:
     from stackflow.engine import Operation
     from stackflow.retry import stack_policy
     from stackflow.settings import get_settings
-    from tasks.stacks import RunContext, StackOutcome, stack_operation
+    from tasks.context import RunContext, StackOutcome
+    from tasks.stacks import stack_operation
 
     # A no-op deploy: every stack has a fingerprint, so the skip path is taken.
     summary = deploy(environment=environment)

@@ -22,7 +22,7 @@ from stackflow.graph import Node, NodeKind
 from stackflow.migrations.errors import MigrationError, TransientDatabaseError
 from stackflow.migrations.plan import pin_changes
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
-from tasks.stacks import RunContext, StackOutcome
+from tasks.context import RunContext, StackOutcome
 
 MAX_APPROVAL_ROUNDS = 5  # a plan that keeps changing while people approve it needs a person to look
 

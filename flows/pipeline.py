@@ -48,7 +48,7 @@ from stackflow.errors import SettingsError
 from stackflow.graph import bare_spec
 from stackflow.records import Records
 from stackflow.settings import Settings, get_settings, validate_environment_name
-from tasks.stacks import RunContext
+from tasks.context import RunContext
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",

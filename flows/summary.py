@@ -13,7 +13,7 @@ from flows.approval import Decision
 from graph import GRAPH
 from stackflow.errors import StackflowError
 from stackflow.plan import markdown_cell, migrations_markdown
-from tasks.stacks import StackOutcome
+from tasks.context import StackOutcome
 
 
 class PipelineError(StackflowError):

@@ -33,7 +33,7 @@ from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import migration_policy
 from stackflow.settings import MigrationSettings
-from tasks.stacks import RunContext, StackOutcome
+from tasks.context import RunContext, StackOutcome
 
 
 def retry_if_transient_database(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:

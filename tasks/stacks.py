@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,121 +20,26 @@ from prefect.client.schemas.objects import State, TaskRun
 from prefect.logging import get_run_logger
 from prefect.runtime import task_run
 from prefect.tasks import Task
-from pydantic import BaseModel
 
 from stackflow import fingerprint, holders
 from stackflow.crashes import ZOMBIE_WINDOW_S, flow_run_state
-from stackflow.drift import DRIFTED, REFRESHED, DriftMarks
-from stackflow.engine import Engine, Listener, Operation, OperationResult, OutputValue, is_transient
-from stackflow.engine.base import ChangeCounts, Fence, ResourceChange, ResourceEvent, StackSpec
+from stackflow.drift import DRIFTED, REFRESHED
+from stackflow.engine import Listener, Operation, OperationResult, is_transient
+from stackflow.engine.base import Fence, ResourceEvent, StackSpec
 from stackflow.errors import OperationCancelled, PlanChanged, StackError
 from stackflow.graph import (
-    StackGraph,
     bare_spec,
     parse_outputs,
     placeholder_outputs,
-    user_outputs,
 )
 from stackflow.plan import StackPlan
 from stackflow.progress import (
-    NodeChanged,
     NodeState,
-    ProgressHub,
     ResourceProgress,
     ResourcesDeclared,
-    hub,
 )
-from stackflow.records import Records
-from stackflow.redact import Redactor
-from stackflow.settings import Settings
+from tasks.context import RunContext, StackOutcome
 from tasks.limits import SlotWaitCancelled, stack_slot
-
-
-@dataclass
-class RunContext:
-    """What every task of one pipeline run shares: settings, the engine, the redactor."""
-
-    settings: Settings
-    engine: Engine
-    graph: StackGraph
-    redactor: Redactor
-    drift: DriftMarks
-    records: Records | None = field(default=None, repr=False)  # beside the backend (holders)
-    passphrase: str | None = field(default=None, repr=False)  # opens the outputs a skip hands on
-    engine_calls: list[str] = field(
-        default_factory=list
-    )  # "op:stack", for the summary and benchmarks
-    # Per node, what the summary tells beyond the result: each retried attempt's reason, and what
-    # an interrupted earlier operation left behind that this run cleared (a lock, pending ops).
-    retries: dict[str, list[str]] = field(default_factory=dict)
-    healed: dict[str, str] = field(default_factory=dict)
-    progress: ProgressHub = field(default_factory=hub)  # the live view, when one watches
-    # Seconds before retry n+1, jitter drawn once per run: the task knows when its next attempt
-    # starts and says so (Prefect's own jitter is drawn where the task cannot see it).
-    retry_delays: list[float] = field(default_factory=list)
-
-    def publish(self, node: str, state: NodeState, **details: Any) -> None:
-        """Tell the live view (if one watches) that `node` moved to `state`."""
-        self.progress.publish(NodeChanged(self.settings.environment, node, state, **details))
-
-    def cancel(self, interrupt: bool) -> None:
-        """Stop every stack operation this run has in flight (the engine, one per run, knows
-        which; see `Engine.cancel`)."""
-        for node in self.graph.stacks:
-            self.engine.cancel(bare_spec(self.settings, node), interrupt=interrupt)
-
-    def stored_outcome(self, node: str) -> StackOutcome:
-        """A stack outside the targets: its outputs are read from state, not redeployed.
-
-        Raises:
-            MissingOutputError: the stack is not deployed (its outputs lack what is needed).
-        """
-        outputs = user_outputs(self.engine.outputs(bare_spec(self.settings, node)))
-        for value in outputs.values():
-            if value.secret and isinstance(value.value, str):
-                self.redactor.add(value.value)
-        typed = parse_outputs(self.graph[node], outputs)
-        return StackOutcome(
-            node,
-            "read",
-            "read",
-            outputs=outputs,
-            typed=typed,
-            note="outputs read from state (not targeted)",
-        )
-
-    def check_not_cancelled(self, node: str) -> None:
-        """Raises OperationCancelled when the run was interrupted before `node` started."""
-        if self.progress.cancelled:
-            self.publish(node, NodeState.NOT_RUN, detail="the run was interrupted first")
-            raise OperationCancelled(
-                f"{self.settings.environment}/{node}", "not started: the run was interrupted"
-            )
-
-
-@dataclass
-class StackOutcome:
-    """What happened to one node in a run."""
-
-    node: str
-    operation: str
-    status: (
-        str  # updated, unchanged, previewed, refreshed, destroyed, drift, no-drift, skipped, read
-    )
-    changes: ChangeCounts = field(default_factory=ChangeCounts)
-    duration_s: float = 0.0
-    outputs: dict[str, OutputValue] = field(default_factory=dict)
-    typed: BaseModel | None = None
-    note: str = ""
-    placeholder: bool = False  # outputs stand in for a stack that is not deployed yet
-    resources: tuple[ResourceChange, ...] = ()  # per resource, what preview would change
-    retries: list[str] = field(default_factory=list)  # the reason of each retried attempt
-    healed: str = ""  # what this run cleared that an interrupted operation left behind
-    fingerprint: str = ""  # the stack's inputs (up, and a gated plan's previews)
-    plan_file: Path | None = None  # the update plan a gated plan's preview saved
-
-    def shown_outputs(self) -> dict[str, Any]:
-        return {k: v.shown() for k, v in self.outputs.items()}
 
 
 def retry_if_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:

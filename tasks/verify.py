@@ -16,7 +16,7 @@ from stackflow.errors import StackError, TransientStackError
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import health_policy
-from tasks.stacks import RunContext, StackOutcome
+from tasks.context import RunContext, StackOutcome
 
 
 class HealthCheckFailed(TransientStackError):

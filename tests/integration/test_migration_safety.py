@@ -56,7 +56,7 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
     from flows.walk import migrate_step
     from stackflow.graph import GRAPH
     from stackflow.redact import Redactor
-    from tasks.stacks import RunContext, StackOutcome
+    from tasks.context import RunContext, StackOutcome
 
     folder = tmp_path / "m"
     write(folder, "V1__t.sql", "CREATE TABLE t (id INT);")

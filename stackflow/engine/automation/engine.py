@@ -20,8 +20,10 @@ from pulumi.automation.events import EngineEvent
 
 from stackflow.engine.automation.changes import counts, resource_change, resource_event
 from stackflow.engine.automation.command import RunningCommands
+from stackflow.engine.automation.failures import stale_lock_advice
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.recovery import recover
+from stackflow.engine.automation.stackstate import exported_state, read_state
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import (
     Fence,
@@ -34,17 +36,14 @@ from stackflow.engine.base import (
     StackState,
     Stopwatch,
 )
-from stackflow.engine.checkpoints import CheckpointError
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
-from stackflow.engine.stateblobs import StateBackendUnavailable
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
     PermanentStackError,
     StackError,
     StackflowError,
-    TransientStackError,
 )
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
@@ -126,29 +125,9 @@ class AutomationEngine:
         error = classify(exc, spec.label, redactor)
         if locked and run and conflicts > self.settings.stack_retries:
             return PermanentStackError(
-                spec.label, redactor(self._stale_lock_advice(spec, conflicts, error))
+                spec.label, redactor(stale_lock_advice(self.ws, spec, conflicts, error))
             )
         return error
-
-    def _stale_lock_advice(self, spec: StackSpec, attempts: int, error: StackError) -> str:
-        # A killed `pulumi` leaves its lock behind and no backend expires it, and nothing here can
-        # tell a stale lock from a live update elsewhere: after the retries, a person decides.
-        # On a self-managed backend `pulumi cancel` only deletes the stack's lock files (it stops
-        # no process), which is what clearing a stale lock needs.
-        name = self.ws.stack_name(spec)
-        if self.ws.pulumi_cloud:
-            how = f"`pulumi cancel --yes --stack {name}` (Pulumi Cloud then ends the stale update)"
-        else:
-            how = (
-                f"delete the stack's lock file under {self.ws.backend_url}/.pulumi/locks/, or run "
-                f"`pulumi cancel --yes --stack {name}` in {self.ws.work_dir(spec)} with "
-                f"PULUMI_BACKEND_URL={self.ws.backend_url} (on this backend it deletes the lock files)"
-            )
-        return (
-            f"{error.reason} (still locked after {attempts} attempts). If no other update of this "
-            f"stack is running, a killed process left the lock behind: clear it with {how}, then "
-            "run again; the next run clears what the interrupted update left pending."
-        )
 
     # -- operations --
 
@@ -297,54 +276,15 @@ class AutomationEngine:
 
     def state(self, spec: StackSpec) -> StackState | None:
         """The stack's latest checkpoint, read straight from the backend: one read of its
-        checkpoint and one listing of its locks, no `pulumi` process.
+        checkpoint and one listing of its locks, no `pulumi` process (see `stackstate`).
 
         Raises:
             PermanentStackError: the checkpoint is damaged (names the stack and where).
             TransientStackError: the backend did not answer.
         """
-        if self.ws.pulumi_cloud:
-            return self._exported_state(spec)
-        name = self.ws.stack_name(spec).rsplit("/", 1)[-1]
-        try:
-            reader = self.ws.checkpoints()
-            checkpoint = reader.checkpoint(spec.pulumi_project, name)
-            if checkpoint is None or checkpoint.manifest_time is None:
-                return None
-            locked = bool(reader.locks(spec.pulumi_project, name))
-        except CheckpointError as exc:
-            raise PermanentStackError(spec.label, self.ws.redactor(str(exc))) from None
-        except StateBackendUnavailable as exc:
-            raise TransientStackError(spec.label, self.ws.redactor(str(exc))) from None
-        return StackState(
-            updated=checkpoint.manifest_time,
-            outputs=checkpoint.outputs,
-            resources=checkpoint.resource_count,
-            pending=len(checkpoint.pending_operations),
-            locked=locked,
-        )
-
-    def _exported_state(self, spec: StackSpec) -> StackState | None:
-        """Pulumi Cloud keeps state behind its API: there the CLI reads it (one process)."""
-
-        def export() -> StackState | None:
-            stack = self.ws.stack(spec, create=False)
-            if stack is None:
-                return None
-            deployment = stack.export_stack().deployment or {}
-            resources = deployment.get("resources") or []
-            root: dict[str, Any] = next(
-                (r for r in resources if r.get("type") == "pulumi:pulumi:Stack"), {}
-            )
-            return StackState(
-                updated=str((deployment.get("manifest") or {}).get("time", "")),
-                outputs=root.get("outputs") or {},
-                resources=len(resources),
-                pending=len(deployment.get("pending_operations") or []),
-                locked=False,  # Pulumi Cloud refuses a second update itself
-            )
-
-        return self._call(spec, self.ws.redactor, export)
+        if self.ws.pulumi_cloud:  # Pulumi Cloud keeps state behind its API: the CLI reads it
+            return self._call(spec, self.ws.redactor, lambda: exported_state(self.ws, spec))
+        return read_state(self.ws, spec)
 
     def exists(self, spec: StackSpec) -> bool:
         """Whether the stack exists in the backend and holds resources.
