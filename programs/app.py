@@ -2,16 +2,20 @@
 
 The container reads its database password from Secrets Manager at start (ECS `secrets`); the
 password itself never appears in this program, its arguments or the task definition.
+
+Values from other stacks reach the container through `AppArgs.container_env`, one generic input:
+a stack added to the graph hands its outputs to the app by naming them in the app node's inputs
+builder (graph/nodes.py), without an edit here.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from programs.common import LB_NAME_MAX, BaseArgs, Port, tags
 
@@ -19,6 +23,8 @@ STACK = "app"
 CONTAINER = "app"
 LISTENER_PORT = 80
 EXECUTION_POLICY_ARN = "arn:aws:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
+# What the program itself puts in the container's environment and secrets: never overridden.
+RESERVED_ENV = frozenset({"DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_PASSWORD"})
 
 
 class AppArgs(BaseArgs, frozen=True):
@@ -43,6 +49,18 @@ class AppArgs(BaseArgs, frozen=True):
     port: Port
     health_check_path: str = Field(pattern=r"^/\S*$")
     log_retention_days: int = Field(ge=1)
+    # Values from other stacks, added to the container's environment (sorted by name). Plain
+    # values only: a secret goes to ECS `secrets` by ARN, as the database password does.
+    container_env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+        default_factory=dict
+    )
+
+    @model_validator(mode="after")
+    def _keeps_its_own_variables(self) -> AppArgs:
+        taken = sorted(RESERVED_ENV & set(self.container_env))
+        if taken:
+            raise ValueError(f"container_env may not set {', '.join(taken)} (the program sets it)")
+        return self
 
 
 class AppOutputs(BaseModel):
@@ -130,6 +148,10 @@ def app(args: AppArgs) -> dict[str, Any]:
                     {"name": "DB_PORT", "value": str(args.db_port)},
                     {"name": "DB_NAME", "value": args.db_name},
                     {"name": "DB_USER", "value": args.db_user},
+                    *(
+                        {"name": name, "value": value}
+                        for name, value in sorted(args.container_env.items())
+                    ),
                 ],
                 "secrets": [{"name": "DB_PASSWORD", "valueFrom": args.db_password_secret_arn}],
                 "logConfiguration": {

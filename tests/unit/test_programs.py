@@ -484,6 +484,33 @@ def test_task_definition_takes_the_password_from_secrets_manager() -> None:
     }
 
 
+def test_values_from_other_stacks_reach_the_container_environment_after_its_own() -> None:
+    """`container_env` is how a stack added to the graph hands its outputs to the app: its values
+    follow the program's own, sorted by name, and the password stays a secret."""
+    extra = {"QUEUE_URL": "https://queue.internal/q", "AUDIT_LOG_GROUP": "/sf/dev/audit"}
+    container = _container(run_app(app_args(container_env=extra)))
+    assert [(e["name"], e["value"]) for e in container["environment"]] == [
+        ("DB_HOST", "db.internal"),
+        ("DB_PORT", "3307"),
+        ("DB_NAME", "app"),
+        ("DB_USER", "stackflow"),
+        ("AUDIT_LOG_GROUP", "/sf/dev/audit"),
+        ("QUEUE_URL", "https://queue.internal/q"),
+    ]
+    assert container["secrets"] == [{"name": "DB_PASSWORD", "valueFrom": SECRET_ARN}]
+
+
+@pytest.mark.parametrize(
+    "container_env",
+    [{"DB_HOST": "elsewhere"}, {"DB_PASSWORD": "plain"}, {"1BAD": "x"}, {"A-B": "x"}, {"": "x"}],
+)
+def test_container_env_refuses_the_programs_own_variables_and_bad_names(
+    container_env: dict[str, str],
+) -> None:
+    with pytest.raises(ValidationError):
+        app_args(container_env=container_env)
+
+
 def test_task_definition_is_fargate_with_logs_and_the_port() -> None:
     a = app_run()
     task = a.one(TASK_DEFINITION).inputs
