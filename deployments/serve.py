@@ -12,6 +12,7 @@ declares the same set (`--write-prefect-yaml` regenerates it from this module).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -82,6 +83,7 @@ def deployment_specs(
     from prefect._internal.schemas.validators import validate_cron_string
 
     from flows.scope import KIND_TAG, SCOPE_TAG
+    from stackflow.config.sources import environment_file
     from stackflow.settings import (
         UnknownEnvironment,
         declared_environments,
@@ -89,24 +91,19 @@ def deployment_specs(
         validate_environment_name,
     )
 
-    root = project_dir or ROOT
+    root = project_dir or Path(os.environ.get("STACKFLOW_PROJECT_DIR") or ROOT)
     for cron in (drift_cron, cleanup_cron):
         validate_cron_string(cron)
     chosen = environments if environments is not None else declared_environments(root)
-    declared = set(declared_environments(root))
     specs = []
     for env in dict.fromkeys(chosen):  # keep order, drop repeats
         validate_environment_name(env)
-        if env not in declared:
+        if is_ephemeral_name(env):
             raise UnknownEnvironment(
-                f"environment {env!r} is not declared: add environments/{env}.toml to the "
-                f"project ({root}) first"
-                + (
-                    "; ephemeral names are served by the ephemeral deployments"
-                    if is_ephemeral_name(env)
-                    else ""
-                )
+                f"{env!r} is an ephemeral name: ephemeral environments are served by "
+                "deploy/ephemeral, preview/ephemeral and destroy/ephemeral"
             )
+        environment_file(root, env)  # UnknownEnvironment: names the file to add
         tags = ("stackflow", f"{SCOPE_TAG}{env}")
         params = {"environment": env}
         for what in ("deploy", "preview", "destroy"):

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from stackflow import __version__
 from stackflow.engine.base import INTERNAL_OUTPUT, OutputValue, StackSpec, StackState
-from stackflow.secretbox import SecretBox
+from stackflow.secretbox import StampSeal
 
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's key of a secret value's envelope
 
@@ -98,8 +98,7 @@ def unchanged_outputs(
         if not passphrase or "sealed" not in recorded or "salt" not in recorded:
             return None
         try:
-            box = SecretBox.from_salt(passphrase, str(recorded["salt"]))
-            opened = box.open(str(recorded["sealed"]))
+            opened = StampSeal(passphrase, fingerprint).open(str(recorded["sealed"]))
         except (ValueError, KeyError, TypeError):
             return None
         if not isinstance(opened, Mapping) or any(k not in opened for k in secret):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
 from typing import Any
@@ -36,6 +37,38 @@ class SecretBox:
         try:
             return json.loads(self._fernet.decrypt(token.encode()))
         except InvalidToken:
+            raise ValueError("incorrect passphrase") from None
+
+
+class StampSeal:
+    """Deterministic sealing for a stack's stamp: AES-SIV with a key from scrypt(passphrase,
+    salt), the salt derived from the stack's fingerprint. The same values under the same inputs
+    seal to the same token, so an update applied under a saved Pulumi plan records exactly the
+    stamp its preview planned (a random nonce would read as a change the plan did not allow).
+    It reveals only that two seals hold equal values, which the fingerprint says anyway."""
+
+    _CONTEXT = b"stackflow stack stamp v1"
+
+    def __init__(self, passphrase: str, fingerprint: str) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+        self.salt = base64.b64encode(hashlib.sha256(fingerprint.encode()).digest()[:16]).decode()
+        key = Scrypt(salt=base64.b64decode(self.salt), length=64, n=2**14, r=8, p=1).derive(
+            passphrase.encode()
+        )
+        self._siv = AESSIV(key)
+
+    def seal(self, value: Any) -> str:
+        data = json.dumps(value, sort_keys=True).encode()
+        return base64.urlsafe_b64encode(self._siv.encrypt(data, [self._CONTEXT])).decode()
+
+    def open(self, token: str) -> Any:
+        """Decrypt; raises ValueError('incorrect passphrase') when the key does not fit."""
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            return json.loads(self._siv.decrypt(base64.urlsafe_b64decode(token), [self._CONTEXT]))
+        except (InvalidTag, ValueError):
             raise ValueError("incorrect passphrase") from None
 
 

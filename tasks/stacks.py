@@ -145,8 +145,9 @@ def stack_operation(
     planning = operation is Operation.PREVIEW and gate is not None
     mark = ctx.drift.marked(spec) if operation is Operation.UP or planning else None
     drifted = mark == DRIFTED
-    if operation is Operation.UP or planning:
+    if operation in (Operation.UP, Operation.PREVIEW):  # a preview plans the stamp an up records
         fp = fingerprint.compute(spec, args, graph_node.sources, engine.name, engine.versions())
+    if operation is Operation.UP or planning:
         # A plan previews a stack whose upstream will change, though its inputs look unchanged now.
         moving = planning and any(u.changes.changed for u in upstream.values())
         cached = None
@@ -227,7 +228,7 @@ def stack_operation(
                 listener,
                 plan=plan,
                 refresh=planning and drifted,
-                stamp=fingerprint.stamp(fp) if operation is Operation.UP else None,
+                stamp=fingerprint.stamp(fp) if fp else None,
             )
         except StackError as exc:
             reason = ctx.redactor(exc.reason)
@@ -357,7 +358,9 @@ def _approved_plan(
         "to check the changes are the approved ones"
     )
     _record(ctx, Operation.PREVIEW, spec.node)
-    again = ctx.engine.run(Operation.PREVIEW, spec, listener, plan=gate.plan_file)
+    again = ctx.engine.run(
+        Operation.PREVIEW, spec, listener, plan=gate.plan_file, stamp=fingerprint.stamp(fp)
+    )
     beyond = [r for r in again.resource_changes if not approved.allows(r)]
     if beyond:
         shown = "; ".join(

@@ -69,9 +69,14 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
             label = page.get_by_text(f"{name} (Optional)", exact=True)
             return page.locator(".schema-form-property").filter(has=label)
 
-        # types and defaults: a text box holding the environment, an off switch for force, and
+        # types and defaults: the environment (frozen), an off switch for force, and
         # for stacks (none by default) a pick list of the graph's stacks
-        expect(field("environment").locator("textarea")).to_have_value("dev")
+        # deploy/dev acts on dev only: its environment is a pick list holding dev alone
+        environment = field("environment")
+        expect(environment.locator(".p-select-button__value")).to_have_text("dev")
+        environment.locator("button.p-select-button__control").click()
+        expect(page.get_by_role("option")).to_have_text(["dev"])
+        page.keyboard.press("Escape")
         expect(field("force").get_by_role("switch")).to_have_attribute("aria-checked", "false")
         expect(field("stacks").get_by_text('Property is type "None"')).to_be_visible()
         field("stacks").get_by_role("button", name="list", exact=True).click()

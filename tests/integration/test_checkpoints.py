@@ -87,8 +87,8 @@ class Backend:
         """The real CLI in the stack's workspace, as the engine runs it; its stdout."""
         result = subprocess.run(
             [str(find_cli()), *args, "--stack", spec.environment],
-            cwd=engine.work_dir(spec),
-            env={**os.environ, **engine.env_vars()},
+            cwd=engine.ws.work_dir(spec),
+            env={**os.environ, **engine.ws.env_vars()},
             capture_output=True,
             text=True,
             timeout=120,

@@ -139,9 +139,10 @@ def test_a_failed_run_shows_what_happened_then_the_reason_last(
     assert re.search(r"^app\s+not run", table, re.M), table
 
 
-def test_moving_the_local_server_to_another_port_stops_the_old_one(tmp_path: Path) -> None:
-    """One state folder, one Prefect database, one server: `server start` on a new port stops the
-    server the folder recorded on the old port instead of orphaning it."""
+def test_a_second_port_never_stops_the_server_another_run_may_use(tmp_path: Path) -> None:
+    """One state folder, one Prefect database, one server: `server start` on another port is
+    refused, naming the port the folder's server runs on, and that server keeps running (a run
+    using it would otherwise die under it); `server stop` then stops it."""
     from stackflow.localprefect import healthy
     from stackflow.processes import free_port
 
@@ -149,25 +150,27 @@ def test_moving_the_local_server_to_another_port_stops_the_old_one(tmp_path: Pat
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKFLOW_", "PREFECT_"))}
     env |= {"STACKFLOW_STATE_DIR": str(tmp_path / "state")}
 
-    def server(action: str, port: int) -> str:
-        result = subprocess.run(
+    def server(action: str, port: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [sys.executable, str(ROOT / "flows" / "run.py"), "server", action],
             env=env | {"STACKFLOW_LOCAL_PREFECT_PORT": str(port)},
             capture_output=True,
             text=True,
             timeout=120,
         )
-        assert result.returncode == 0, result.stdout + result.stderr
-        return result.stdout
 
     try:
-        server("start", ports[0])
+        started = server("start", ports[0])
+        assert started.returncode == 0, started.stdout + started.stderr
         assert healthy(f"http://127.0.0.1:{ports[0]}")
-        moved = server("start", ports[1])
-        assert f"moving to http://127.0.0.1:{ports[1]}" in moved
-        assert healthy(f"http://127.0.0.1:{ports[1]}")
-        assert not healthy(f"http://127.0.0.1:{ports[0]}")
+        refused = server("start", ports[1])
+        assert refused.returncode != 0
+        assert f"runs on http://127.0.0.1:{ports[0]}" in refused.stderr
+        assert f"STACKFLOW_LOCAL_PREFECT_PORT={ports[0]}" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert healthy(f"http://127.0.0.1:{ports[0]}")  # still serving its runs
+        assert not healthy(f"http://127.0.0.1:{ports[1]}")
     finally:
-        stopped = server("stop", ports[1])
-    assert "Prefect: stopped" in stopped
-    assert not healthy(f"http://127.0.0.1:{ports[1]}")
+        stopped = server("stop", ports[0])
+    assert "Prefect: stopped" in stopped.stdout
+    assert not healthy(f"http://127.0.0.1:{ports[0]}")

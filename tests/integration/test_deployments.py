@@ -48,6 +48,7 @@ def test_specs_cover_every_environment_and_schedule_only_drift_and_cleanup() -> 
     specs = {s.full_name: s for s in deployment_specs(["dev", "staging", "dev"])}
     assert sorted(specs) == sorted(
         [f"{f}/{e}" for e in ("dev", "staging") for f in ("deploy", "preview", "destroy", "drift")]
+        + [f"{f}/ephemeral" for f in ("deploy", "preview", "destroy")]
         + ["cleanup-expired/hourly"]
     )
     assert {n for n, s in specs.items() if s.cron} == {
@@ -59,6 +60,37 @@ def test_specs_cover_every_environment_and_schedule_only_drift_and_cleanup() -> 
     assert specs["cleanup-expired/hourly"].cron == DEFAULT_CLEANUP_CRON == "0 * * * *"
     assert specs["deploy/staging"].parameters == {"environment": "staging"}
     assert specs["cleanup-expired/hourly"].parameters == {}
+    # each acts on its own environment (its tag), the ephemeral ones on that kind only
+    assert specs["deploy/staging"].tags == ("stackflow", "env:staging")
+    assert specs["deploy/ephemeral"].tags == ("stackflow", "env-kind:ephemeral")
+    assert specs["deploy/ephemeral"].parameters == {}
+    assert specs["cleanup-expired/hourly"].tags == ("stackflow", "env-kind:ephemeral")
+
+
+@pytest.mark.unit
+def test_by_default_every_declared_environment_is_served() -> None:
+    names = {s.name for s in deployment_specs(None)}
+    assert {"dev", "staging", "prod", "ephemeral", "hourly"} == names
+
+
+@pytest.mark.unit
+def test_an_undeclared_or_ephemeral_name_is_not_served_on_its_own() -> None:
+    from stackflow.settings import UnknownEnvironment
+
+    with pytest.raises(UnknownEnvironment, match=r"environments/demo\.toml"):
+        deployment_specs(["demo"])
+    with pytest.raises(UnknownEnvironment, match="deploy/ephemeral"):
+        deployment_specs(["pr-12"])
+
+
+@pytest.mark.unit
+def test_prefect_yaml_is_the_one_serve_py_generates() -> None:
+    """Work pools get exactly what serve.py serves: `--write-prefect-yaml` regenerates it."""
+    from deployments.prefect_yaml import prefect_yaml
+
+    assert PREFECT_YAML.read_text() == prefect_yaml(deployment_specs(None)), (
+        "deployments/prefect.yaml is stale: run python deployments/serve.py --write-prefect-yaml"
+    )
 
 
 @pytest.mark.unit
@@ -121,7 +153,7 @@ def test_prefect_yaml_schedules_are_valid_utc_crons() -> None:
             validate_cron_string(schedule["cron"])
             assert schedule["timezone"] == "UTC"
             seen += 1
-    assert seen == 2  # drift and cleanup
+    assert seen == 4  # drift of dev, staging and prod, and cleanup
 
 
 @pytest.mark.unit
@@ -149,10 +181,10 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
             s.tags,
             (trigger(s).model_dump_json(),) if s.triggered_by else (),
         )
-        for s in deployment_specs(["dev"])
+        for s in deployment_specs(None)
     }
     assert in_yaml == served
-    assert sum(bool(t[-1]) for t in served) == 1  # preview/dev runs on drift
+    assert sum(bool(t[-1]) for t in served) == 3  # preview/<env> runs on its drift
 
 
 # --- registered on a real Prefect server ----------------------------------------------------------
@@ -183,6 +215,8 @@ def test_served_deployments_expose_a_typed_described_parameter_form(prefect_serv
     props = schema["properties"]
     assert list(props) == ["environment", "stacks", "force", "cloud"]
     assert props["environment"]["type"] == "string" and props["environment"]["default"] == "dev"
+    # frozen: the UI shows it read-only and the server refuses a run that asks for another
+    assert props["environment"]["readOnly"] is True and props["environment"]["enum"] == ["dev"]
     assert props["force"]["type"] == "boolean" and props["force"]["default"] is False
     # where to deploy: empty (None) means what the environment's file says
     assert props["cloud"]["default"] is None
@@ -229,7 +263,9 @@ def test_server_refuses_a_run_with_a_stack_outside_the_enum(prefect_server: Any)
     from prefect.client.orchestration import get_client
     from prefect.exceptions import PrefectHTTPStatusError
 
-    [preview] = [d for d in build_deployments(["dev"]) if d.flow_name == "preview"]
+    [preview] = [
+        d for d in build_deployments(["dev"]) if d.flow_name == "preview" and d.name == "dev"
+    ]
     deployment_id = preview.apply()
     with get_client(sync_client=True) as client:
         with pytest.raises(PrefectHTTPStatusError, match="nope"):
@@ -239,3 +275,20 @@ def test_server_refuses_a_run_with_a_stack_outside_the_enum(prefect_server: Any)
         )
         assert run.parameters["stacks"] == ["networking"]
         client.delete_flow_run(run.id)  # nothing serves it here; leave no scheduled run behind
+
+
+@pytest.mark.integration
+def test_a_served_deployment_refuses_a_run_for_another_environment(prefect_server: Any) -> None:
+    """deploy/dev acts on dev only: a run asking for prod is never created (the frozen parameter's
+    enum), and a run of deploy/ephemeral may name ephemeral environments only."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    ids = {f"{d.flow_name}/{d.name}": d.apply() for d in build_deployments(["dev"])}
+    with get_client(sync_client=True) as client:
+        with pytest.raises(PrefectHTTPStatusError, match="prod"):
+            client.create_flow_run_from_deployment(
+                ids["deploy/dev"], parameters={"environment": "prod"}
+            )
+        before = client.read_flow_runs()
+        assert not [r for r in before if r.parameters.get("environment") == "prod"]

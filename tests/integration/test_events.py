@@ -170,25 +170,25 @@ def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, 
     from flows.pipeline import deploy
     from graph import GRAPH
     from stackflow.engine import get_engine
-    from stackflow.environments import list_environments
+    from stackflow.environments import list_environments, records_of
     from stackflow.graph import bare_spec
     from stackflow.settings import get_settings
 
-    state_dir = real_env["state_dir"]
     old, young = unique("pr"), unique("pr")
     since = datetime.now(UTC) - timedelta(seconds=1)
     declare(real_env["variables"], old, ttl_hours=0.0001)  # 0.36 s
     deploy(environment=old, stacks=["networking"])
     declare(real_env["variables"], young, ttl_hours=24)
     deploy(environment=young, stacks=["networking"])
-    records = {r.name: r for r in list_environments(state_dir)}
+    store = records_of(get_settings(environment=old))  # beside the backend: every worker's
+    records = {r.name: r for r in list_environments(store)}
     assert records[old].expired() and not records[young].expired()
 
     assert cleanup_expired(dry_run=True) == {"expired": [old], "destroyed": [], "dry_run": True}
-    assert {r.name for r in list_environments(state_dir)} == {old, young}
+    assert {r.name for r in list_environments(store)} == {old, young}
 
     assert cleanup_expired() == {"expired": [old], "destroyed": [old], "dry_run": False}
-    assert [r.name for r in list_environments(state_dir)] == [young]
+    assert [r.name for r in list_environments(store)] == [young]
     for env, kept in ((old, False), (young, True)):
         settings = get_settings(environment=env)
         engine = get_engine(settings)
@@ -283,7 +283,7 @@ def test_drift_runs_preview_and_notifies_through_automations(
     from flows.pipeline import DriftDetected, deploy, drift
 
     env = unique("dr")
-    [preview] = [d for d in build_deployments([env]) if d.flow_name == "preview"]
+    [preview] = [d for d in build_deployments([env]) if d.flow_name == "preview" and d.name == env]
     deployment_id = preview.apply()
     listener = Listener()
     block_name = f"drift-{env}"

@@ -53,10 +53,10 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
     from prefect import flow
     from prefect.logging.handlers import APILogWorker
 
-    from flows.walk import migrate_step
-    from stackflow.graph import GRAPH
+    from graph import GRAPH
     from stackflow.redact import Redactor
     from tasks.context import RunContext, StackOutcome
+    from tasks.migrate import migrate_step
 
     folder = tmp_path / "m"
     write(folder, "V1__t.sql", "CREATE TABLE t (id INT);")
@@ -81,7 +81,7 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
 
     @flow(name="migrate-step-live")
     def step() -> StackOutcome:
-        return migrate_step(ctx, "live", upstream)
+        return migrate_step(ctx, "migrate", upstream)
 
     state = step(return_state=True)
     APILogWorker.drain_all(timeout=10)

@@ -193,7 +193,7 @@ class AutomationEngine:
         program = pulumi_program(
             spec.program,
             listener.declared,
-            stamp if operation is Operation.UP else None,
+            stamp if operation in (Operation.UP, Operation.PREVIEW) else None,
             self.ws.passphrase,
         )
 

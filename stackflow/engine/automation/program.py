@@ -36,12 +36,11 @@ def stamp_output(
     (Pulumi would otherwise encrypt the ciphertext again under its own slower key)."""
     record: dict[str, Any] = dict(stamp)
     if passphrase and exports:
-        from stackflow.secretbox import SecretBox
+        from stackflow.secretbox import StampSeal
 
-        salt = SecretBox.new_salt()
-        box = SecretBox.from_salt(passphrase, salt)
-        sealed = pulumi.Output.all(**exports).apply(lambda values: box.seal(values))
-        record["salt"] = salt
+        seal = StampSeal(passphrase, str(stamp["fingerprint"]))
+        sealed = pulumi.Output.all(**exports).apply(seal.seal)
+        record["salt"] = seal.salt
         record["sealed"] = pulumi.Output.unsecret(sealed)
     return record
 
