@@ -44,7 +44,7 @@ from stackflow.environments import (
     record_outcome,
     records_of,
 )
-from stackflow.errors import SettingsError
+from stackflow.errors import SettingsError, StackflowError
 from stackflow.graph import bare_spec
 from stackflow.records import Records
 from stackflow.settings import Settings, get_settings, validate_environment_name
@@ -153,10 +153,11 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         settings=settings.source.as_dict(),
     )
     started = time.monotonic()
+    created_record = False
     if op is Operation.UP:
         # before anything is created: an environment whose first deploy fails half-way is
         # still known (and an ephemeral one cleaned up once its TTL has passed)
-        record_attempt(records, settings)
+        created_record = record_attempt(records, settings)
     with ctx.progress.cancellable(ctx.cancel):
         if op is Operation.UP and settings.approval_required:
             ended = gated_up(ctx, nodes, summary, request.force)
@@ -174,7 +175,11 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         summary.stopped = "interrupted: running operations were cancelled; nothing new started"
     publish(summary)
     if op is Operation.UP:
-        record_outcome(records, settings, succeeded=not (summary.failed or summary.stopped))
+        succeeded = not (summary.failed or summary.stopped)
+        if not succeeded and created_record and not _holds_resources(ctx):
+            forget(records, settings.environment)  # a first deploy that created nothing
+        else:
+            record_outcome(records, settings, succeeded=succeeded)
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
     if summary.failed:
@@ -212,6 +217,22 @@ def ensure_known(ctx: RunContext, records: Records) -> None:
         f"backend {mask_url(settings.resolved_backend_url)}. Check the name; `up` deploys it. "
         "Nothing was changed."
     )
+
+
+# A stack's state always holds its root stack resource and its default provider.
+_BOOKKEEPING_RESOURCES = 2
+
+
+def _holds_resources(ctx: RunContext) -> bool:
+    """Whether any stack of the environment holds a resource in the backend (read, no CLI)."""
+    for stack in ctx.graph.stacks:
+        try:
+            state = ctx.engine.state(bare_spec(ctx.settings, stack))
+        except StackflowError:
+            return True  # cannot tell: keep the record (cleanup will look again)
+        if state is not None and (state.resources > _BOOKKEEPING_RESOURCES or state.pending):
+            return True
+    return False
 
 
 def run_settings(request: PipelineRequest) -> Settings:

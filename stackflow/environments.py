@@ -92,14 +92,17 @@ def _new(settings: Settings) -> EnvironmentRecord:
     )
 
 
-def record_attempt(records: Records, settings: Settings) -> None:
-    """Before an `up` creates anything: remember the environment (its creation time is kept)."""
+def record_attempt(records: Records, settings: Settings) -> bool:
+    """Before an `up` creates anything: remember the environment (its creation time is kept).
+    Returns whether this call created the record (`forget_if_empty` may take it back)."""
+    existed = records.get(_key(settings.environment)) is not None
     _update(
         records,
         settings.environment,
         lambda r: r if r.status == "deployed" else replace(r, status="deploying"),
         _new(settings),
     )
+    return not existed
 
 
 def record_outcome(records: Records, settings: Settings, succeeded: bool) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import subprocess
@@ -606,9 +607,28 @@ def _file(deployed: Deployed, case: Case) -> dict[str, Any] | None:
     return sections
 
 
+# What a failed attempt may change: the environment's record notes it (status "failed", so
+# `status` can tell the environment is not what its file says); nothing else.
+_ATTEMPT_FIELDS = {"status", "stackflow"}
+
+
 def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[HistoryRecord]) -> None:
     after = snapshot_files(deployed.state_dir)
     changed = sorted(k for k in files.keys() | after.keys() if files.get(k) != after.get(k))
+    record = f"records/environments/{ENVIRONMENT}.json"
+    if record in changed and record in files and record in after:
+        before_value = json.loads(files[record])["value"]
+        after_value = json.loads(after[record])["value"]
+        moved = {
+            k
+            for k in before_value.keys() | after_value.keys()
+            if before_value.get(k) != after_value.get(k)
+        }
+        assert moved <= _ATTEMPT_FIELDS, (
+            f"the environment's record changed beyond its status: {moved}"
+        )
+        assert after_value["status"] in ("deployed", "failed"), after_value
+        changed.remove(record)
     assert not changed, f"the state folder changed: {changed}"
     assert schema_history(deployed.db) == history, "the schema history changed"
 
