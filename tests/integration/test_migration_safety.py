@@ -62,7 +62,10 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
     write(folder, "V1__t.sql", "CREATE TABLE t (id INT);")
     write(folder, "V2__wipe.sql", "DROP TABLE t;")
     mig = {"dir": folder, "wait_timeout_s": 20, "connect_timeout_s": 2, "retries": 0}
-    app = get_settings(environment="live", kind="prod", migrations=mig)
+    project = tmp_path / "project"
+    (project / "environments").mkdir(parents=True)
+    (project / "environments" / "live.toml").write_text('kind = "prod"\n')  # named live, kind prod
+    app = get_settings("live", project_dir=project, migrations=mig)
     assert app.profile.protected and app.environment == "live"
 
     # The flow's path: the walk's migrate step, on the database stack's outputs.
