@@ -13,9 +13,9 @@ from typing import Any
 def use_local_prefect(settings: Any) -> None:
     """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
     SQLite unless this state folder runs one in team mode)."""
-    from stackflow.crashes import heartbeat_environment
+    from stackflow.crashes import send_heartbeats
 
-    os.environ.update({k: v for k, v in heartbeat_environment().items() if k not in os.environ})
+    send_heartbeats()
     if os.environ.get("PREFECT_API_URL"):
         point_prefect_at(os.environ["PREFECT_API_URL"])  # heartbeats on, whoever set the URL
         return
