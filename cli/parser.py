@@ -151,7 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("graph", "server"):
             p.add_argument("--json", action="store_true", help="print one JSON object")
         if name == "server":
-            p.add_argument("action", choices=("start", "stop", "status"), help="what to do")
+            p.add_argument(
+                "action",
+                choices=("start", "stop", "status", "automation"),
+                help="what to do (automation: install the crashed-run automation on the server "
+                "PREFECT_API_URL names, a team's own)",
+            )
             p.add_argument(
                 "--database",
                 choices=("sqlite", "postgres"),

@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         PREFECT_YAML.write_text(prefect_yaml(deployment_specs(None)))
         print(f"wrote {PREFECT_YAML}")
         return 0
+    from stackflow.crashes import send_heartbeats
+
+    send_heartbeats()  # runs this process starts inherit it: the zombie automation spares them
     from prefect import serve
 
     try:

@@ -119,6 +119,8 @@ class PipelineSummary:
             head += f"**Failed:** {markdown_cell(self.failed)}\n\n"
         if self.stopped:
             head += f"**Stopped:** {markdown_cell(self.stopped)}\n\n"
+        # the CLI's count, for whoever reads a worker's run in the UI (a skip makes none)
+        head += f"engine operations: {len(self.engine_calls)}\n\n"
         rows = [
             "| stack | operation | status | create | update | replace | delete | same | seconds | note |",
             "|---|---|---|---|---|---|---|---|---|---|",

@@ -11,6 +11,8 @@ it left (fenced, see `stackflow.holders`).
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,6 +27,22 @@ HEARTBEAT_VARIABLE = "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"
 def heartbeat_environment() -> dict[str, str]:
     """What a process that runs flows needs in its environment to send heartbeats."""
     return {HEARTBEAT_VARIABLE: str(HEARTBEAT_S)}
+
+
+def send_heartbeats() -> None:
+    """Make the flow runs this process runs or starts (its children inherit the variable) send
+    heartbeats every `HEARTBEAT_S`, unless PREFECT_FLOWS_HEARTBEAT_FREQUENCY is set already.
+
+    Prefect's own default (180 s) is longer than the automation's window: without this, the
+    automation would end a live run as Crashed.
+    """
+    if HEARTBEAT_VARIABLE in os.environ:
+        return
+    os.environ.update(heartbeat_environment())
+    if "prefect" in sys.modules:  # settings read at import: rebuilt with the variable
+        import prefect.context
+
+        prefect.context.refresh_global_settings_context()
 
 
 def zombie_automation(window_s: int = ZOMBIE_WINDOW_S) -> Any:

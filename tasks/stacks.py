@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from stackflow import fingerprint, holders
 from stackflow.crashes import ZOMBIE_WINDOW_S, flow_run_state
 from stackflow.drift import DRIFTED, REFRESHED
 from stackflow.engine import Listener, Operation, OperationResult, is_transient
-from stackflow.engine.base import Fence, ResourceEvent, StackSpec
+from stackflow.engine.base import ResourceEvent, StackSpec
 from stackflow.errors import OperationCancelled, PlanChanged, StackError
 from stackflow.graph import (
     bare_spec,
@@ -203,12 +204,14 @@ def stack_operation(
             raise OperationCancelled(spec.label, "not started: the run was interrupted") from None
         ctx.check_not_cancelled(node)  # interrupted while the slot was taken: start nothing
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)
-        fence = _hold(ctx, spec, held)
+        fence = _hold(ctx, spec, held, freed)
         if operation is not Operation.PREVIEW and engine.recover(spec, listener, fence):
             logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
             ctx.healed[node] = (
                 "cleared what an interrupted operation left (lock, pending operations)"
             )
+        if fence is not None and operation is not Operation.PREVIEW:
+            fence.settle(lambda: bool((found := engine.state(spec)) and found.locked))
         try:
             if drifted and operation is Operation.UP:
                 # Drift found earlier: adopt what the cloud holds, so the update puts it back.
@@ -308,21 +311,30 @@ def stack_operation(
     )
 
 
-def _hold(ctx: RunContext, spec: StackSpec, held: contextlib.ExitStack) -> Fence | None:
-    """Record this run as the stack's holder (its pulumi pids as they start) until the operation
-    ends; the fence that decides, from the previous holder's record, whether a lock another
-    host left may be broken (see `stackflow.holders`)."""
+def _hold(
+    ctx: RunContext, spec: StackSpec, held: contextlib.ExitStack, say: Callable[[str], None]
+) -> holders.StaleLockFence | None:
+    """Record this run as a holder of the stack (its pulumi pids as they start) until the
+    operation ends; the fence that decides, from the other holders' records, whether a lock
+    another host left may be broken (see `stackflow.holders`)."""
     records = ctx.records
     if records is None:
         return None
     env, node = spec.environment, spec.node
-    previous = records.get(holders.key(env, node))
-    holders.take(records, env, node, holders.Holder.here(_flow_run_id()))
-    held.callback(holders.release, records, env, node)
-    ctx.engine.watch_locks(spec, lambda pid: holders.add_pulumi_pid(records, env, node, pid))
+    key = holders.take(records, env, node, holders.Holder.here(_flow_run_id()))
+    held.callback(holders.release, records, key)
+    ctx.engine.watch_locks(spec, lambda pid: holders.add_pulumi_pid(records, key, pid))
     held.callback(ctx.engine.watch_locks, spec, None)
-    record = previous.value if previous is not None else None
-    return lambda lock: holders.stale_reason(lock, record, flow_run_state, ZOMBIE_WINDOW_S)
+    return holders.StaleLockFence(
+        records,
+        env,
+        node,
+        key,
+        flow_run_state,
+        ZOMBIE_WINDOW_S,
+        say,
+        cancelled=lambda: ctx.progress.cancelled,
+    )
 
 
 def _flow_run_id() -> str | None:

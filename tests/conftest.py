@@ -15,5 +15,13 @@ pytest_plugins = [
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: while Playwright's sync API is open, the thread has a running asyncio
-    loop, and in-process Prefect calls made then would behave as if called from async code."""
+    loop, and in-process Prefect calls made then would behave as if called from async code.
+
+    Tests marked `slow` run only when the marker expression names them (`-m slow`,
+    `-m "integration or slow"`): they wait minutes on purpose, beyond the default run's budget."""
+    if "slow" not in (config.getoption("markexpr") or ""):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable sort

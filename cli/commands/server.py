@@ -15,9 +15,9 @@ from stackflow.errors import StackflowError
 def use_local_prefect(settings: Any) -> None:
     """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
     SQLite unless this state folder runs one in team mode)."""
-    from stackflow.crashes import heartbeat_environment
+    from stackflow.crashes import send_heartbeats
 
-    os.environ.update({k: v for k, v in heartbeat_environment().items() if k not in os.environ})
+    send_heartbeats()
     if os.environ.get("PREFECT_API_URL"):
         api_url = os.environ["PREFECT_API_URL"]
         _check_reachable(api_url, os.environ.get("PREFECT_API_AUTH_STRING"))
@@ -87,6 +87,8 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     url = f"http://127.0.0.1:{settings.local_prefect_port}"
     say = (lambda _text: None) if args.json else print
     report: dict[str, Any] = {}
+    if args.action == "automation":
+        return install_on_team_server(args, say)
     if args.action == "start":
         quiet = (lambda text: print(text, file=sys.stderr)) if args.json else print
         server = ensure_local_prefect(
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace, settings: Any) -> int:
                 "backend_url": mask_url(str(team.get("backend_url"))),
                 "records_url": mask_url(str(team.get("records_url"))),
             }
-            for line in team_lines(server.api_url, team, settings.state_dir):
+            for line in team_lines(server.api_url, team, settings):
                 say(line)
     elif args.action == "stop":
         stopped = stop_local_prefect(settings.state_dir)
@@ -140,9 +142,29 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def team_lines(api_url: str, team: dict[str, Any], state_dir: Any) -> list[str]:
+def install_on_team_server(args: argparse.Namespace, say: Any) -> int:
+    """`server automation`: the zombie automation on the server PREFECT_API_URL names (a team's
+    own server; those the project starts get it themselves); 0, or 2 without PREFECT_API_URL."""
+    from prefect.client.orchestration import SyncPrefectClient
+
+    from stackflow.crashes import AUTOMATION_NAME, install_zombie_automation
+
+    api_url = os.environ.get("PREFECT_API_URL")
+    if not api_url:
+        print("error: set PREFECT_API_URL to the team's Prefect server first", file=sys.stderr)
+        return 2
+    auth = os.environ.get("PREFECT_API_AUTH_STRING") or None
+    with SyncPrefectClient(api_url, auth_string=auth) as client:
+        created = install_zombie_automation(client)
+    say(f"automation {AUTOMATION_NAME!r} {'installed' if created else 'already installed'}")
+    if args.json:
+        print(json.dumps({"automation": AUTOMATION_NAME, "created": created}, sort_keys=True))
+    return 0
+
+
+def team_lines(api_url: str, team: dict[str, Any], settings: Any) -> list[str]:
     """What a worker or a teammate's shell on this machine sets to use the team-mode server."""
-    auth_file = f"{state_dir}/prefect/auth"
+    auth_file = settings.state.prefect / "auth"
     return [
         "Team mode on this machine: Prefect, the Pulumi state and stackflow's records on the "
         "project's PostgreSQL. For every worker and shell here:",
@@ -150,4 +172,8 @@ def team_lines(api_url: str, team: dict[str, Any], state_dir: Any) -> list[str]:
         f'  export PREFECT_API_AUTH_STRING="$(cat {auth_file})"',
         f"  export STACKFLOW_BACKEND_URL='{team.get('backend_url')}'",
         "  export STACKFLOW_STATE_PASSPHRASE=...   # one passphrase for the whole team",
+        f"  export STACKFLOW_CHECKOUT={settings.project_dir}   # where the runs' pull step goes",
+        f"  export STACKFLOW_LOCALCLOUD_DIR={settings.localcloud_root}   # the local cloud: one for all",
+        "Then each worker, with a state folder of its own (caches and logs only):",
+        "  STACKFLOW_STATE_DIR=<its folder> prefect worker start --pool stackflow --limit 1",
     ]
