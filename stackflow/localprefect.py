@@ -81,13 +81,14 @@ def auth_string(home: Path) -> str:
     return value
 
 
-def _write_profile(home: Path, auth: str | None) -> None:
-    """The server's own settings that are secrets live in its profile file (0600), read by
-    Prefect from its PREFECT_HOME, not in its process environment."""
-    path = home / "profiles.toml"
-    lines = ['active = "stackflow"', "", "[profiles.stackflow]"]
+def _write_secrets(home: Path, auth: str | None) -> None:
+    """The server's own settings that are secrets live in a `.env` file (0600) in its working
+    folder, which Prefect reads, not in its process environment (`/proc/<pid>/environ`)."""
+    path = home / ".env"
+    lines = []
     if auth:
-        lines.append(f"PREFECT_SERVER_API_AUTH_STRING = {json.dumps(auth)}")
+        lines.append(f"PREFECT_SERVER_API_AUTH_STRING={json.dumps(auth)}")
+        lines.append(f"PREFECT_API_AUTH_STRING={json.dumps(auth)}")  # its own services' client
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write("\n".join(lines) + "\n")
@@ -135,25 +136,27 @@ def start_prefect_server(
     """
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = f"http://127.0.0.1:{port}"
-    _write_profile(home, auth)
+    _write_secrets(home, auth)
     env = clean_environment(
         {
             "PREFECT_HOME": str(home),
-            "PREFECT_PROFILES_PATH": str(home / "profiles.toml"),
             "PREFECT_API_DATABASE_CONNECTION_URL": database_url
             or f"sqlite+aiosqlite:///{home / 'prefect.db'}",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true" if ui else "false",
             "PREFECT_UI_API_URL": f"{url}/api",
+            # its own services talk to it through the client: without this they would start a
+            # temporary server of their own (and scheduled runs would land in its database)
+            "PREFECT_API_URL": f"{url}/api",
             "PREFECT_LOGGING_LEVEL": "WARNING",
         }
     )
-    env.pop("PREFECT_API_URL", None)
     log = home / "server.log"
     process = start_detached(
         [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
         log=log,
         env=env,
+        cwd=home,  # its .env (the secrets) is read from here
         ready=lambda _process: healthy(url, auth_string=auth),
         what="prefect server",
         not_ready=f"did not answer on {url}",

@@ -292,3 +292,28 @@ def test_a_served_deployment_refuses_a_run_for_another_environment(prefect_serve
             )
         before = client.read_flow_runs()
         assert not [r for r in before if r.parameters.get("environment") == "prod"]
+
+
+@pytest.mark.integration
+def test_the_server_schedules_the_nightly_drift_check(prefect_server: Any) -> None:
+    """Schedules fire: the server's scheduler creates the drift deployment's upcoming runs (Prefect
+    3.8.8's scheduler cannot insert them on SQLAlchemy 2.1, which is why it is pinned to 2.0)."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    [drift] = [d for d in build_deployments(["dev"]) if d.flow_name == "drift"]
+    deployment_id = drift.apply()
+    deadline = time.monotonic() + 120  # the scheduler's loop for recent deployments: 5 s
+    runs: list[Any] = []
+    with get_client(sync_client=True) as client:
+        only = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+        while not runs and time.monotonic() < deadline:
+            runs = client.read_flow_runs(deployment_filter=only)
+            if not runs:
+                time.sleep(1)
+        assert runs, "the scheduler created no run of drift/dev"
+        assert all(r.state is not None and r.state.is_scheduled() for r in runs)
+        assert {r.expected_start_time.hour for r in runs if r.expected_start_time} == {3}
+        client.pause_deployment(deployment_id)  # nothing serves it: pausing drops its runs
