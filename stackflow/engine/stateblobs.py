@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from stackflow.backends import backend_kind, file_folder, mask_url, postgres_location, s3_location
 from stackflow.errors import StackflowError
-from stackflow.postgres.client import SharedConnection
 
 
 class StateBackendUnavailable(StackflowError):
@@ -169,6 +168,9 @@ class PostgresBlobs:
         location = postgres_location(url)
         self._table, self._prefix = location.table, location.prefix
         self.where = mask_url(url)
+        # imported here: a file backend's skip path never pays for the PostgreSQL driver
+        from stackflow.postgres.client import SharedConnection
+
         self._db = SharedConnection(
             location.conninfo,
             f"the Pulumi backend {self.where}",
