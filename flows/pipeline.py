@@ -10,7 +10,9 @@ what belongs to it (state folder, credentials). Parameters carry no secrets.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -46,9 +48,11 @@ from stackflow.environments import (
 )
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.graph import bare_spec
+from stackflow.progress import NodeState
 from stackflow.records import Records
 from stackflow.settings import Settings, get_settings, validate_environment_name
 from tasks.context import RunContext
+from tasks.limits import SlotWaitCancelled, environment_slot
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",
@@ -158,7 +162,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         # before anything is created: an environment whose first deploy fails half-way is
         # still known (and an ephemeral one cleaned up once its TTL has passed)
         created_record = record_attempt(records, settings)
-    with ctx.progress.cancellable(ctx.cancel):
+    with ctx.progress.cancellable(ctx.cancel), _whole_environment(ctx, op, nodes):
         if op is Operation.UP and settings.approval_required:
             ended = gated_up(ctx, nodes, summary, request.force)
         else:
@@ -192,6 +196,40 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()
         )
     return summary
+
+
+@contextlib.contextmanager
+def _whole_environment(ctx: RunContext, op: Operation, nodes: list[str]) -> Iterator[None]:
+    """Runs that change an environment take turns for all of it (see `environment_slot`)."""
+    if op not in (Operation.UP, Operation.DESTROY, Operation.REFRESH):
+        yield
+        return
+    from prefect.logging import get_run_logger
+
+    logger = get_run_logger()
+
+    def waiting(why: str) -> None:
+        logger.info("waiting: %s", why)
+        for node in nodes:
+            ctx.publish(node, NodeState.WAITING, detail=why)
+
+    try:
+        slot = environment_slot(
+            ctx.settings.state.holders,
+            ctx.settings.environment,
+            waiting,
+            cancelled=lambda: ctx.progress.cancelled,
+        )
+        slot.__enter__()
+    except SlotWaitCancelled:
+        raise RunInterrupted(
+            f"interrupted while waiting for another run of {ctx.settings.environment}: "
+            "nothing was started"
+        ) from None
+    try:
+        yield
+    finally:
+        slot.__exit__(None, None, None)
 
 
 class EnvironmentNotFound(SettingsError):

@@ -210,3 +210,31 @@ def prune_limits(environment: str, stacks: list[str]) -> int:
                 client.delete_global_concurrency_limit_by_name(limit_name(environment, stack))
                 removed += 1
     return removed
+
+
+WHOLE_ENVIRONMENT = "environment"  # the scope of a slot held for a whole run, not one stack
+
+
+@contextlib.contextmanager
+def environment_slot(
+    holders: Path,
+    environment: str,
+    waiting: Callable[[str], None],
+    cancelled: Callable[[], bool] = _never,
+) -> Iterator[None]:
+    """Hold the environment for a whole run that changes it (up, destroy, refresh): a second
+    such run of the environment waits for the first instead of interleaving with it (an up and a
+    destroy walk the stacks in opposite orders, so per-stack slots alone let them cross).
+
+    Raises:
+        SlotWaitCancelled: the run was interrupted while it waited (nothing was taken).
+    """
+    with stack_slot(
+        holders,
+        environment,
+        WHOLE_ENVIRONMENT,
+        lambda message: waiting(message),
+        lambda why: waiting(f"another run of {environment} is changing it ({why}); waiting for it"),
+        cancelled=cancelled,
+    ):
+        yield

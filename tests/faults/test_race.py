@@ -36,8 +36,8 @@ def test_two_deploys_of_one_environment_take_turns_on_the_local_cloud(
         for i, (c, out) in enumerate(zip(codes, outs, strict=True))
     )
     assert codes == [0, 0], shown
-    # they did race: one run found the other holding the stack's slot and waited for it
-    waited = [f"waiting: another run holds stackflow-{env}-networking" in out for out in outs]
+    # they did race: one run found the other changing the environment and waited for it
+    waited = [f"another run of {env} is changing it" in out for out in outs]
     assert sorted(waited) == [False, True], shown
 
     for out in outs:
@@ -58,3 +58,47 @@ def test_two_deploys_of_one_environment_take_turns_on_the_local_cloud(
     assert pending_operations(state_dir, env, "networking") == []
     assert active_slots(env, "networking") == 0
     assert not list((state_dir / "holders").glob("*.json"))
+
+
+def test_an_up_and_a_destroy_of_one_environment_never_interleave_on_the_local_cloud(
+    fault_env: FaultEnv, tmp_path: Path
+) -> None:
+    """Local cloud: an `up` and a `destroy --yes` of one environment started together walk the
+    stacks in opposite orders; per-stack turns alone let them cross (once both exited 0 and left
+    the app deployed on a destroyed network). They take turns for the whole environment: one
+    waits for the other, Pulumi's history shows every operation of one after every operation of
+    the other, and the environment ends whole (deployed) or gone (destroyed), never half."""
+    env, state_dir = fault_env.environment, fault_env.state_dir
+    first = fault_env.start(
+        "up", "--env", env, "--stacks", "networking,database", log=tmp_path / "first.log"
+    )
+    assert first.wait(timeout=300) == 0, (tmp_path / "first.log").read_text()[-3000:]
+    set_knobs(fault_env.cloud.url, {"latency_s": {f"env:{env}": 0.3}})
+    logs = [tmp_path / "up.log", tmp_path / "destroy.log"]
+    runs = [
+        fault_env.start(
+            "up", "--env", env, "--stacks", "networking,database", "--force", log=logs[0]
+        ),
+        fault_env.start("destroy", "--env", env, "--yes", log=logs[1]),
+    ]
+    codes = [run.wait(timeout=400) for run in runs]
+    outs = [log.read_text() for log in logs]
+    shown = "\n".join(
+        f"--- {n}: exit {c}\n{o[-3000:]}"
+        for n, c, o in zip(("up", "destroy"), codes, outs, strict=True)
+    )
+    assert codes == [0, 0], shown
+    assert sum(f"another run of {env} is changing it" in out for out in outs) == 1, shown
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for stack in ("networking", "database"):
+        for record in update_history(state_dir, env, stack):
+            spans.setdefault(record["kind"], []).append((record["startTime"], record["endTime"]))
+    ups = [s for s in spans.get("update", [])][-2:]  # the forced up's two stacks
+    destroys = spans.get("destroy", [])
+    assert len(destroys) == 2, spans
+    up_window = (min(s for s, _ in ups), max(e for _, e in ups))
+    destroy_window = (min(s for s, _ in destroys), max(e for _, e in destroys))
+    assert up_window[1] <= destroy_window[0] or destroy_window[1] <= up_window[0], spans
+    for stack in ("networking", "database"):
+        assert lock_files(state_dir, env, stack) == []
+        assert pending_operations(state_dir, env, stack) == []
