@@ -111,6 +111,9 @@ def report_run(
     as_json = getattr(args, "json", False)
     log_hint = f"the full log is {log_file} (-v shows it as it comes)"
     if error is not None:
+        lost = prefect_lost(error)
+        if lost:
+            return fail(lost, exits.FAILED, f"{RECOVERY_HINT}; {log_hint}")
         return bug(error, log_file)
     if state.is_completed():
         summary = state.result()
@@ -167,6 +170,35 @@ def report_run(
             return fail(str(exc), exits.FAILED, log_hint)
         return bug(exc, log_file)
     return fail(f"flow ended in state {state.type.value}", exits.FAILED, log_hint)
+
+
+RECOVERY_HINT = (
+    "start the server again and run the same command: operations that were running may have "
+    "finished; the next run clears what they left (locks, pending operations), and the stack "
+    "slots they held free themselves when their leases expire (60 s)"
+)
+
+
+def prefect_lost(exc: BaseException) -> str:
+    """What to say when the Prefect server stopped answering during a run ("" if that is not
+    what happened): an expected outcome (someone stopped it, it crashed), never a bug."""
+    import os
+
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if isinstance(seen, httpx.TransportError) or "attempting to connect to ephemeral" in text:
+            from stackflow.backends import mask_url
+
+            api = mask_url(os.environ.get("PREFECT_API_URL", "the configured Prefect API"))
+            return (
+                f"the Prefect server at {api} stopped answering during the run "
+                f"({type(seen).__name__}); the run could not report to it"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return ""
 
 
 def bug(exc: BaseException, log_file: Path | None = None) -> int:
