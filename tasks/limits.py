@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
 if TYPE_CHECKING:
@@ -69,8 +68,11 @@ def _quick_post(client: SyncPrefectClient, path: str, body: dict[str, Any]) -> h
 
 @contextlib.contextmanager
 def _leased_slot(
-    name: str, waiting: Callable[[str], None], cancelled: Callable[[], bool]
-) -> Iterator[None]:
+    name: str,
+    waiting: Callable[[str], None],
+    cancelled: Callable[[], bool],
+    released: threading.Event,
+) -> Iterator[str]:
     """Take one slot of limit `name` with a lease, keep the lease renewed, release it on exit;
     `waiting` is told once if another run holds it.
 
@@ -120,13 +122,17 @@ def _leased_slot(
     thread = threading.Thread(target=renew_here, args=(renew,), name=f"lease-{name}", daemon=True)
     thread.start()
     try:
-        yield
+        yield str(lease_id)
     finally:
         stop.set()
-        with get_client(sync_client=True) as client, _SLOT_WRITES:
-            _quick_post(
-                client, "/v2/concurrency_limits/decrement-with-lease", {"lease_id": lease_id}
-            )
+        try:
+            with get_client(sync_client=True) as client, _SLOT_WRITES:
+                _quick_post(
+                    client, "/v2/concurrency_limits/decrement-with-lease", {"lease_id": lease_id}
+                )
+            released.set()
+        except Exception:  # the server is gone: its lease expires, or the holder file heals it
+            pass
 
 
 class SlotWaitCancelled(Exception):
@@ -135,6 +141,11 @@ class SlotWaitCancelled(Exception):
 
 def _never() -> bool:
     return False
+
+
+def _unlink_if(released: threading.Event, path: Path) -> None:
+    if released.is_set():
+        path.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:
@@ -181,23 +192,36 @@ def stack_slot(
             if holder.exists():
                 info = json.loads(holder.read_text() or "{}")
                 if info.get("host") == socket.gethostname() and not _alive(int(info.get("pid", 0))):
-                    with get_client(sync_client=True) as client:
-                        client.update_global_concurrency_limit(
-                            name, GlobalConcurrencyLimitUpdate(active_slots=0)
-                        )
+                    # Release exactly the dead run's lease (a no-op if it expired meanwhile and
+                    # another run holds the slot now), never the slot count as a whole.
+                    if info.get("lease_id"):
+                        with (
+                            get_client(sync_client=True) as client,
+                            _SLOT_WRITES,
+                            contextlib.suppress(httpx.HTTPStatusError),
+                        ):
+                            _quick_post(
+                                client,
+                                "/v2/concurrency_limits/decrement-with-lease",
+                                {"lease_id": info["lease_id"]},
+                            )
                     say(
                         f"released the concurrency slot of {environment}/{stack} held by pid "
                         f"{info.get('pid')}, which is gone (an interrupted run)"
                     )
                 holder.unlink(missing_ok=True)
-            stack_ctx.enter_context(
-                _leased_slot(name, waiting or (lambda why: say(f"waiting: {why}")), cancelled)
+            released = threading.Event()
+            # LIFO: the holder file goes after the slot's release, and only if it was released
+            # (a run whose server vanished leaves it, so the next run here frees the slot)
+            stack_ctx.callback(_unlink_if, released, holder)
+            lease_id = stack_ctx.enter_context(
+                _leased_slot(
+                    name, waiting or (lambda why: say(f"waiting: {why}")), cancelled, released
+                )
             )
-            holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-        try:
-            yield
-        finally:
-            holder.unlink(missing_ok=True)
+            record = {"pid": os.getpid(), "host": socket.gethostname(), "lease_id": lease_id}
+            holder.write_text(json.dumps(record))
+        yield
 
 
 def prune_limits(environment: str, stacks: list[str]) -> int:
