@@ -42,6 +42,17 @@ def main(argv: list[str] | None = None) -> int:
         from cli.supervise import run_flow
 
         runner, log_file = run_flow(args, settings, stacks)
+        if runner.lost:
+            import os
+
+            from cli.report import report_lost
+
+            code = report_lost(log_file)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            # Prefect's queued logs and events would retry against the gone server at exit,
+            # for a minute, printing tracebacks after the last line: nothing is left to send.
+            os._exit(code)
         code = report_run(runner.state, runner.error, args, log_file)
         return exits.TERMINATED if runner.terminated and code == exits.INTERRUPTED else code
     except StackflowError as exc:

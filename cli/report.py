@@ -179,6 +179,27 @@ RECOVERY_HINT = (
 )
 
 
+def report_lost(log_file: Path) -> int:
+    """The run's server stopped answering: say so, naming it, and what to do (exit 1)."""
+    import os
+
+    from stackflow.backends import mask_url
+
+    api = mask_url(os.environ.get("PREFECT_API_URL") or _api_url())
+    return fail(
+        f"the Prefect server at {api} stopped answering during the run; its running operations "
+        "were cancelled and nothing new started",
+        exits.FAILED,
+        f"{RECOVERY_HINT}; the full log is {log_file}",
+    )
+
+
+def _api_url() -> str:
+    from prefect.settings import get_current_settings
+
+    return str(get_current_settings().api.url or "the configured Prefect API")
+
+
 def prefect_lost(exc: BaseException) -> str:
     """What to say when the Prefect server stopped answering during a run ("" if that is not
     what happened): an expected outcome (someone stopped it, it crashed), never a bug."""
@@ -192,7 +213,7 @@ def prefect_lost(exc: BaseException) -> str:
         if isinstance(seen, httpx.TransportError) or "attempting to connect to ephemeral" in text:
             from stackflow.backends import mask_url
 
-            api = mask_url(os.environ.get("PREFECT_API_URL", "the configured Prefect API"))
+            api = mask_url(os.environ.get("PREFECT_API_URL") or _api_url())
             return (
                 f"the Prefect server at {api} stopped answering during the run "
                 f"({type(seen).__name__}); the run could not report to it"

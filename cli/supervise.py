@@ -86,6 +86,7 @@ class FlowRun:
         self.state: Any = None
         self.error: BaseException | None = None
         self.terminated = False  # ended by SIGTERM (exit 143, the flow run Crashed)
+        self.lost = False  # the Prefect server stopped answering during the run
         self.done = threading.Event()
         context = contextvars.copy_context()  # Prefect's settings, as this thread has them
         self.thread = threading.Thread(
@@ -110,11 +111,15 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> bool:
     from stackflow.progress import hub
 
     progress = hub()
+    watch = ServerWatch()
     try:
         while not runner.done.wait(0.1):
             request = view.take_approval()
             if request is not None:
                 _approve_here(request, runner, view, args)
+            if watch.lost():
+                _end_lost_run(runner, view, watch)
+                return False
         return False
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
@@ -212,6 +217,59 @@ def _decide(flow_run_id: str, approve: bool, reason: str, yes: bool = False, **k
 
     hub().answered_here(flow_run_id, command_line_identity(yes=yes))
     answer(flow_run_id, approve, reason, **kw)
+
+
+class ServerWatch:
+    """Whether the Prefect server this command reports to stopped answering: asked every few
+    seconds, "lost" after it failed for LOST_AFTER_S in a row (a restart in progress is not)."""
+
+    EVERY_S = 2.0
+    LOST_AFTER_S = 10.0
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._next = self._clock() + self.EVERY_S
+        self._failing_since: float | None = None
+
+    def lost(self) -> bool:
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._next = now + self.EVERY_S
+        from prefect.settings import get_current_settings
+
+        from stackflow.localprefect import healthy
+
+        api = get_current_settings().api
+        base = str(api.url or "").rstrip("/").removesuffix("/api")
+        auth = api.auth_string.get_secret_value() if api.auth_string else None
+        if not base or healthy(base, timeout=2.0, auth_string=auth):
+            self._failing_since = None
+            return False
+        self._failing_since = self._failing_since or now
+        return now - self._failing_since >= self.LOST_AFTER_S
+
+
+def _end_lost_run(runner: FlowRun, view: Any, watch: ServerWatch) -> None:
+    """The server is gone: nothing new starts, running operations are cancelled cleanly, and the
+    run is reported as lost (not left to Prefect's client, which retries for minutes)."""
+    import logging
+
+    from stackflow.progress import hub
+
+    # Prefect's client keeps retrying (and printing tracebacks of) every log line and event it
+    # cannot send: the server is gone, so they are not ours to show.
+    logging.raiseExceptions = False
+    logging.getLogger("prefect").setLevel(logging.CRITICAL)
+    view.echo(
+        "the Prefect server stopped answering: cancelling the running operations (Pulumi "
+        "finishes the resource operations in flight)"
+    )
+    hub().cancel(interrupt=True)
+    runner.done.wait(watch.LOST_AFTER_S * 6)  # a cancelled pulumi ends within seconds
+    runner.lost = True
 
 
 def _end_flow_run(flow_run_id: str | None, crashed: bool = False) -> None:

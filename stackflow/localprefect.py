@@ -149,6 +149,11 @@ def start_prefect_server(
             # temporary server of their own (and scheduled runs would land in its database)
             "PREFECT_API_URL": f"{url}/api",
             "PREFECT_LOGGING_LEVEL": "WARNING",
+            # leases of concurrency slots kept on disk, not in memory: a restarted server still
+            # expires the slots runs held when it stopped (else they stay taken forever)
+            "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": (
+                "prefect.server.concurrency.lease_storage.filesystem"
+            ),
         }
     )
     log = home / "server.log"

@@ -14,14 +14,12 @@ from stackflow.errors import StackflowError
 
 def use_local_prefect(settings: Any) -> None:
     """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
-    SQLite unless this state folder runs one in team mode)."""
-    from stackflow.crashes import send_heartbeats
-
-    send_heartbeats()
-    if os.environ.get("PREFECT_API_URL"):
-        api_url = os.environ["PREFECT_API_URL"]
-        _check_reachable(api_url, os.environ.get("PREFECT_API_AUTH_STRING"))
-        point_prefect_at(api_url)  # heartbeats on, whoever set the URL
+    SQLite unless this state folder runs one in team mode). Runs send heartbeats either way."""
+    api_url = os.environ.get("PREFECT_API_URL")
+    if api_url:
+        auth = os.environ.get("PREFECT_API_AUTH_STRING")
+        _check_reachable(api_url, auth)
+        point_prefect_at(api_url, auth)
         return
     from stackflow.localprefect import ensure_local_prefect
 
@@ -57,20 +55,33 @@ def _check_reachable(api_url: str, auth: str | None) -> None:
 
 
 def point_prefect_at(api_url: str, auth: str | None = None) -> None:
-    """Make this process's Prefect client (every thread's) talk to `api_url`, sending heartbeats.
+    """Make this process's Prefect client (every thread's) talk to `api_url` and send heartbeats,
+    through Prefect's own settings (never this process's environment, which children inherit).
 
     Prefect reads its settings when it is imported, and the cheap refusals may have imported it
-    already (the graph's tasks): its global settings are rebuilt, or runs would start a temporary
-    server of their own. The variables are Prefect's own and stay in this process: children get
-    an environment without them (`stackflow.processes.clean_environment`).
+    already (the graph's tasks): the settings of this context and the global ones (threads
+    without a context of their own, such as the Automation API's output readers) both change.
     """
-    os.environ["PREFECT_API_URL"] = api_url
-    if auth:
-        os.environ["PREFECT_API_AUTH_STRING"] = auth
-    if "prefect" in sys.modules:
-        import prefect.context
+    import prefect.context
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+    )
 
-        prefect.context.refresh_global_settings_context()
+    from stackflow.crashes import HEARTBEAT_S
+
+    updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
+    if auth:
+        updates[PREFECT_API_AUTH_STRING] = auth
+    if prefect.context.get_settings_context().settings.flows.heartbeat_frequency is None:
+        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = HEARTBEAT_S
+    settings = prefect.context.get_settings_context().settings.copy_with_update(updates=updates)
+    context = prefect.context.SettingsContext(
+        profile=prefect.context.get_settings_context().profile, settings=settings
+    )
+    context.__enter__()  # for the rest of this command (the flow run's thread copies it)
+    prefect.context.GLOBAL_SETTINGS_CONTEXT = context
 
 
 def run(args: argparse.Namespace, settings: Any) -> int:

@@ -119,3 +119,44 @@ def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
     )["Subnets"]
     declared = outputs["public_subnet_ids"] + outputs["private_subnet_ids"]
     assert sorted(s["SubnetId"] for s in subnets) == sorted(declared), (subnets, outputs)
+
+
+def test_a_prefect_server_lost_mid_run_is_named_and_its_slots_free_when_it_is_back(
+    fault_env: FaultEnv, tmp_path: Path
+) -> None:
+    """Local cloud: the Prefect server a run reports to is stopped while the run holds its stack
+    slots. The run ends with one clear line naming the server and what to do (exit 1, no traceback,
+    never "this is a bug"); the same server started again, the next run of the environment takes
+    the slots the lost run held (the holder record names that run's lease) and completes."""
+    from stackflow.localprefect import start_prefect_server, stop_prefect_server
+    from stackflow.processes import free_port
+
+    env = fault_env.environment
+    home, port = tmp_path / "own-prefect", free_port()
+    server = start_prefect_server(home, port, ui=False)
+    own = {"PREFECT_API_URL": server.api_url}
+    try:
+        set_knobs(fault_env.cloud.url, {"latency_s": {f"env:{env}": 0.5}})
+        log = tmp_path / "lost.log"
+        run = fault_env.start("up", "--env", env, "--stacks", "networking", log=log, env=own)
+        wait_until(
+            lambda: started(fault_env.state_dir, env, "networking"), 120, "the update to start"
+        )
+        stop_prefect_server(server.pid)
+        code = run.wait(timeout=300)
+        out = log.read_text()
+        assert code == 1, out[-3000:]
+        assert f"the Prefect server at {server.api_url} stopped answering" in out, out[-3000:]
+        assert "what to do: start the server again" in out
+        assert "Traceback" not in out and "this is a bug" not in out, out[-3000:]
+    finally:
+        set_knobs(fault_env.cloud.url, {})
+    server = start_prefect_server(home, port, ui=False)  # the same database, again
+    try:
+        again = tmp_path / "again.log"
+        code = fault_env.start(
+            "up", "--env", env, "--stacks", "networking", log=again, env=own
+        ).wait(timeout=300)
+        assert code == 0, again.read_text()[-3000:]
+    finally:
+        stop_prefect_server(server.pid)
