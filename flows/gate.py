@@ -5,9 +5,11 @@ meanwhile."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,11 @@ MAX_APPROVAL_ROUNDS = 5  # a plan that keeps changing while people approve it ne
 
 
 def gated_up(
-    ctx: RunContext, nodes: list[str], summary: PipelineSummary, force: bool = False
+    ctx: RunContext,
+    nodes: list[str],
+    summary: PipelineSummary,
+    force: bool = False,
+    turn: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> Walk:
     """`up` of a protected environment: plan, wait for approval, apply exactly what was approved.
 
@@ -38,6 +44,10 @@ def gated_up(
     each stack is updated under its plan and the migrations run pinned to the approved checksums;
     a stack or file that changed meanwhile stops the run there, and what remains is planned and
     approved again. Rejected or not decided in time: nothing is applied.
+
+    `turn()` holds the environment against other runs that change it while a round applies;
+    planning and waiting for a person hold nothing (an approval may wait for hours; what changed
+    meanwhile is caught when the round applies under its saved plans).
 
     Raises:
         ApprovalRejected, ApprovalExpired: with the summary (nothing applied in that round).
@@ -64,7 +74,8 @@ def gated_up(
             if built.empty:
                 logger.info("%s: nothing to change, no approval needed", settings.environment)
                 announce_phase(ctx, summary, "up", nodes)
-                walk = walk_graph(ctx, nodes, Operation.UP, force)
+                with turn():
+                    walk = walk_graph(ctx, nodes, Operation.UP, force)
                 walk.outcomes = _merged(earlier, walk.outcomes)
                 return walk
             create_markdown_artifact(
@@ -95,7 +106,8 @@ def gated_up(
                 logger.warning("%s: %s; planning again", settings.environment, moved)
                 continue
             announce_phase(ctx, summary, "up", nodes)
-            walk = walk_graph(ctx, nodes, Operation.UP, force, built, plan_dir)
+            with turn():
+                walk = walk_graph(ctx, nodes, Operation.UP, force, built, plan_dir)
             walk.outcomes = _merged(earlier, walk.outcomes)
             if not walk.invalidated or walk.failed or walk.interrupted:
                 return walk

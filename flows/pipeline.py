@@ -121,7 +121,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     """Run one operation over the graph inside the current flow run.
 
     In a protected environment ([approval] required in its file; default: the prod kind) an
-    `up` first builds the combined plan and waits for its approval (see `_gated_up`).
+    `up` first builds the combined plan and waits for its approval (see `flows.gate.gated_up`).
 
     Raises:
         ConfirmationRequired: destroy of a protected environment without `confirm`.
@@ -162,12 +162,18 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         # before anything is created: an environment whose first deploy fails half-way is
         # still known (and an ephemeral one cleaned up once its TTL has passed)
         created_record = record_attempt(records, settings)
-    with ctx.progress.cancellable(ctx.cancel), _whole_environment(ctx, op, nodes):
+
+    def turn() -> contextlib.AbstractContextManager[None]:
+        return _whole_environment(ctx, op, nodes)
+
+    with ctx.progress.cancellable(ctx.cancel):
         if op is Operation.UP and settings.approval_required:
-            ended = gated_up(ctx, nodes, summary, request.force)
+            # the environment's turn only while applying: never while a person decides
+            ended = gated_up(ctx, nodes, summary, request.force, turn)
         else:
             announce_phase(ctx, summary, op.value, nodes)
-            ended = walk_graph(ctx, nodes, op, request.force)
+            with turn():
+                ended = walk_graph(ctx, nodes, op, request.force)
             planner = next(iter(planners(ctx, selected)), None)
             if op is Operation.PREVIEW and planner is not None and not ended.failed:
                 summary.migrations = previewed_migrations(ctx, ended, planner)
