@@ -3,7 +3,6 @@ time, opened again after the server dropped it (for reads only: see `run`)."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,6 +10,9 @@ from typing import Any
 import psycopg
 
 from stackflow.errors import StackflowError
+
+# pg_advisory_xact_lock key that serialises table setup (any bigint: "stackflo" in ASCII)
+_SETUP_LOCK = 0x737461636B666C6F
 
 Row = tuple[Any, ...]
 
@@ -42,10 +44,11 @@ class SharedConnection:
         if self._conn is None or self._conn.closed:
             conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=10)
             if self._setup is not None:
-                # Another process creating the same table at the same moment: then it exists.
-                with contextlib.suppress(
-                    psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable
-                ):
+                # CREATE ... IF NOT EXISTS is not safe against itself: two processes creating one
+                # table at once may both pass the check, and one fails on the catalog (its row
+                # type: DuplicateObject). One setup at a time per database, then it is a no-op.
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
                     conn.execute(self._setup)
             self._conn = conn
         return self._conn
