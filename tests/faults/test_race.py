@@ -90,10 +90,15 @@ def test_an_up_and_a_destroy_of_one_environment_never_interleave_on_the_local_cl
     assert codes == [0, 0], shown
     assert sum(f"another run of {env} is changing it" in out for out in outs) == 1, shown
     spans: dict[str, list[tuple[int, int]]] = {}
+    ups: list[tuple[int, int]] = []  # the forced up's update of each stack: its last one
     for stack in ("networking", "database"):
-        for record in update_history(state_dir, env, stack):
+        history = update_history(state_dir, env, stack)
+        for record in history:
             spans.setdefault(record["kind"], []).append((record["startTime"], record["endTime"]))
-    ups = [s for s in spans.get("update", [])][-2:]  # the forced up's two stacks
+        updates = [r for r in history if r["kind"] == "update"]
+        assert len(updates) == 2, history  # the first deploy's and the forced up's
+        last = max(updates, key=lambda r: r["startTime"])
+        ups.append((last["startTime"], last["endTime"]))
     destroys = spans.get("destroy", [])
     assert len(destroys) == 2, spans
     up_window = (min(s for s, _ in ups), max(e for _, e in ups))

@@ -176,6 +176,18 @@ class Team:
                 offset += len(page)
         return "\n".join(lines)
 
+    def logs_containing(self, flow_run_id: UUID, *texts: str, timeout: float = 60) -> str:
+        """The flow run's log lines once they hold every one of `texts`: a run's process sends
+        its logs in batches, the last ones after its final state is set."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.logs(flow_run_id)
+            if all(t in text for t in texts):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no log line of {flow_run_id} with {texts!r}:\n{text}")
+            time.sleep(0.5)
+
     def artifact(self, flow_run_id: UUID, key: str) -> str:
         """The markdown of the flow run's artifact `key` (the run's summary: `up-<env>`)."""
         from prefect.client.schemas.filters import (
