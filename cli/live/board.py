@@ -76,9 +76,14 @@ class _Node:
     attempt: int = 1
     next_attempt_at: float | None = None
     total: int | None = None  # resources the program declared
-    done: int = 0
+    # URNs done: a refresh and then an update, or a replace's steps, are one resource, not two
+    finished: set[str] = field(default_factory=set)
     active: dict[str, tuple[str, float]] = field(default_factory=dict)  # urn -> (label, since)
     last_line: float = 0.0  # monotonic, when a plain line last spoke of it
+
+    @property
+    def done(self) -> int:
+        return len(self.finished)
 
 
 class Board:
@@ -117,7 +122,7 @@ class Board:
             elif event.status in ("done", "failed"):
                 node.active.pop(event.urn, None)
                 if event.status == "done" and _counted(event.type):
-                    node.done += 1
+                    node.finished.add(event.urn)
             return []
         if isinstance(event, NodeChanged):
             return self._node_changed(event)
@@ -129,7 +134,7 @@ class Board:
         if event.state is NodeState.RUNNING and node.started is None:
             node.started = now
         if event.state is NodeState.RUNNING and node.state is NodeState.RETRYING:
-            node.done, node.active = 0, {}  # a new attempt counts again
+            node.finished, node.active = set(), {}  # a new attempt counts again
         if event.state in FINAL_STATES:
             node.ended = now
             node.active = {}

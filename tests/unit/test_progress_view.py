@@ -172,3 +172,15 @@ def test_the_terminal_view_draws_a_row_per_node_and_the_resource_in_progress() -
     assert re.search(r"networking\s+running\s+\d+s\s+1/3 resources", text), text
     assert re.search(r"creating aws:ec2/natGateway:NatGateway nat \(\d+s\)", text), text
     assert re.search(r"database\s+waiting", text), text
+
+
+def test_a_resource_refreshed_then_updated_or_replaced_counts_once() -> None:
+    """An up that refreshes first (a drifted stack) and a replace's several steps touch each
+    resource more than once: the counter counts resources, so it never passes the total."""
+    board = Board()
+    board.apply(ResourcesDeclared(ENV, "networking", 2))
+    for change in ("refresh", "update", "replace", "replace"):
+        board.apply(resource("vpc", "done", change))
+    board.apply(resource("a", "done", "refresh", "aws:ec2/subnet:Subnet"))
+    board.apply(resource("a", "done", "update", "aws:ec2/subnet:Subnet"))
+    assert (board.nodes["networking"].done, board.nodes["networking"].total) == (2, 2)
