@@ -33,6 +33,11 @@ class InvalidInput(StackflowError, ValueError):
     """An input value the cloud could not even be asked about (e.g. malformed JSON text)."""
 
 
+class NoMatchingResource(StackflowError, LookupError):
+    """A lookup function (getVpc) found no match, or more than the one it needs, in pulumi-aws's
+    words ("no matching EC2 VPC found")."""
+
+
 class LoadBalancerNotServed(StackflowError, LookupError):
     """The cloud server's data plane lists no address for a load balancer that exists."""
 

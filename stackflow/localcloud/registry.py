@@ -67,6 +67,10 @@ class ResourceType:
         drift_inputs: observed attributes that are inputs too, even when the program did not set
             them (so a tag added in the console shows as drift and the next `up` removes it).
         delete_before_replace: the physical name is fixed, so a replacement deletes first.
+        defaults: inputs pulumi-aws fills in when the program leaves them out (its schema's
+            defaults, applied in Check), so state, outputs and AWS see the same values.
+        auto_name_exact: the auto-name is the logical name itself, no random suffix (an S3
+            object's key, as pulumi-aws names it).
     """
 
     token: str
@@ -81,6 +85,8 @@ class ResourceType:
     auto_name_max: int = 255
     drift_inputs: frozenset[str] = frozenset()
     delete_before_replace: bool = False
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    auto_name_exact: bool = False
 
 
 Invoke = Callable[["CloudContext", Props], Props]

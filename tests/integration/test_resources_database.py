@@ -232,7 +232,7 @@ def instance_inputs(network: dict[str, Any], subnet_group: str, parameter_group:
     return {
         "identifier": identifier,
         "engine": "mysql",
-        "engineVersion": "8.0.35",
+        "engineVersion": "8.0.40",
         "instanceClass": "db.t3.micro",
         "allocatedStorage": 20.0,  # the engine sends numbers as floats
         "storageType": "gp3",
@@ -572,7 +572,7 @@ def test_database_program_end_to_end(
         environment="dev",
         private_subnet_ids=network["private"],
         db_security_group_id=network["db_sg"],
-        engine_version="8.0.35",
+        engine_version="8.0.40",
         instance_class="db.t3.micro",
         allocated_storage_gb=20,
         backup_retention_days=1,

@@ -15,6 +15,11 @@ SERVICE_IDS = {
     "iam": "IAM",
     "cloudwatch": "CloudWatch Logs",
     "secretsmanager": "Secrets Manager",
+    "s3": "S3",
+    "ecr": "ECR",
+    "elasticache": "ElastiCache",
+    "lambda": "Lambda",
+    "sfn": "SFN",
 }
 VERBS = {"create": "Create", "update": "Modify", "delete": "Delete", "read": "Describe"}
 

@@ -44,9 +44,17 @@ def diff_inputs(
         for key in set(olds) | set(news)
         if not key.startswith("__")
         and (contains_unknown(news.get(key)) or not same(olds.get(key), news.get(key)))
+        # A default filled in now that an older state lacks is what AWS already holds.
+        and not (key not in olds and key in rtype.defaults and news.get(key) == rtype.defaults[key])
     )
     replaces = [k for k in changed if rtype.update is None or k in rtype.force_new]
     return changed, replaces
+
+
+def with_defaults(rtype: ResourceType, news: Props) -> Props:
+    """`news` with pulumi-aws's defaults for the inputs the program left out."""
+    missing = {k: v for k, v in rtype.defaults.items() if news.get(k) is None}
+    return {**news, **missing} if missing else news
 
 
 def with_auto_name(
@@ -59,6 +67,9 @@ def with_auto_name(
     if not key or news.get(key) not in EMPTY:
         return news
     named = dict(news)
+    if rtype.auto_name_exact:
+        named[key] = logical
+        return named
     if olds.get(key) not in EMPTY and (
         not rtype.name_prefix or olds.get(rtype.name_prefix) == news.get(rtype.name_prefix)
     ):

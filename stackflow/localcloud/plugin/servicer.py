@@ -29,6 +29,7 @@ from stackflow.localcloud.plugin.rules import (
     logical_name,
     same,
     with_auto_name,
+    with_defaults,
 )
 from stackflow.localcloud.registry import UNKNOWN, Props, Registry, ResourceType
 from stackflow.localcloud.wire import from_struct, to_struct
@@ -175,6 +176,7 @@ class ProviderServicer:
         olds, news = from_struct(request.olds), from_struct(request.news)
         seed = bytes(request.randomSeed) or request.urn.encode()
         news = with_auto_name(rtype, olds, news, seed, request.name or logical_name(request.urn))
+        news = with_defaults(rtype, news)
         return provider_pb2.CheckResponse(inputs=to_struct(news))
 
     def Diff(self, request: Any, context: grpc.ServicerContext) -> Any:

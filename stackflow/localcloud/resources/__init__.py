@@ -10,7 +10,20 @@ import importlib
 from stackflow.localcloud.registry import Registry
 
 MODULES = {
-    "aws": ("ec2", "rds", "secretsmanager", "iam", "logs", "ecs", "elb"),
+    "aws": (
+        "ec2",
+        "rds",
+        "secretsmanager",
+        "iam",
+        "logs",
+        "ecs",
+        "elb",
+        "s3",
+        "ecr",
+        "elasticache",
+        "lambda_",
+        "sfn",
+    ),
     "random": ("random",),
 }
 

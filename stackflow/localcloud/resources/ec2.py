@@ -5,14 +5,16 @@ Force-new inputs follow pulumi-aws's registry pages ("changing this forces a new
 
 from __future__ import annotations
 
+import json
 import zlib
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from stackflow.localcloud.context import CloudContext
+from stackflow.localcloud.errors import NoMatchingResource
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
-from stackflow.localcloud.resources._shared import error_code
+from stackflow.localcloud.resources._shared import error_code, plain_number, same_members
 
 _GONE = (
     "InvalidVpcID.NotFound",
@@ -281,11 +283,56 @@ def _subnet_delete(ctx: CloudContext, subnet_id: str, state: Props) -> None:
 # --- route table, association, route --------------------------------------------------------------
 
 
+# A route table's inline `routes` block: wire key -> CreateRoute parameter.
+_INLINE_ROUTE = {
+    "cidrBlock": "DestinationCidrBlock",
+    "ipv6CidrBlock": "DestinationIpv6CidrBlock",
+    "destinationPrefixListId": "DestinationPrefixListId",
+    "gatewayId": "GatewayId",
+    "natGatewayId": "NatGatewayId",
+    "networkInterfaceId": "NetworkInterfaceId",
+    "transitGatewayId": "TransitGatewayId",
+    "vpcPeeringConnectionId": "VpcPeeringConnectionId",
+    "vpcEndpointId": "VpcEndpointId",
+    "egressOnlyGatewayId": "EgressOnlyInternetGatewayId",
+    "carrierGatewayId": "CarrierGatewayId",
+    "localGatewayId": "LocalGatewayId",
+    "coreNetworkArn": "CoreNetworkArn",
+}
+
+
+def _inline_routes(ctx: CloudContext, table_id: str, routes: list[Any], add: bool) -> None:
+    """Create (add) or delete the inline routes of a table."""
+    ec2 = _ec2(ctx)
+    for route in routes:
+        params = {api: str(route[key]) for key, api in _INLINE_ROUTE.items() if route.get(key)}
+        if add:
+            ec2.create_route(RouteTableId=table_id, **params)
+            continue
+        destination = {k: v for k, v in params.items() if k.startswith("Destination")}
+        try:
+            ec2.delete_route(RouteTableId=table_id, **destination)
+        except ClientError as exc:
+            if not _gone(exc):
+                raise
+
+
+def _observed_routes(table: dict[str, Any], current: Any) -> list[Any]:
+    """The table's routes made by CreateRoute, in the shape of the state's `routes`."""
+    observed = [
+        {key: route[api] for key, api in _INLINE_ROUTE.items() if route.get(api)}
+        for route in table.get("Routes", [])
+        if route.get("Origin") == "CreateRoute"
+    ]
+    return list(same_members(observed, current))
+
+
 def _rt_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
     table = _ec2(ctx).create_route_table(
         VpcId=inputs["vpcId"], TagSpecifications=_tag_spec("route-table", inputs)
     )["RouteTable"]
     table_id = table["RouteTableId"]
+    _inline_routes(ctx, table_id, list(inputs.get("routes") or []), add=True)
     return table_id, {
         "arn": _arn(ctx, "route-table", table_id),
         "ownerId": ctx.account_id,
@@ -307,12 +354,19 @@ def _rt_read(ctx: CloudContext, table_id: str, state: Props) -> Props | None:
     table = _rt_describe(ctx, table_id)
     if table is None:
         return None
-    return {"vpcId": table["VpcId"], **_observed_tags(table.get("Tags"))}
+    observed: Props = {"vpcId": table["VpcId"], **_observed_tags(table.get("Tags"))}
+    if state.get("routes") is not None:
+        observed["routes"] = _observed_routes(table, state.get("routes"))
+    return observed
 
 
 def _rt_update(
     ctx: CloudContext, table_id: str, state: Props, inputs: Props, changed: frozenset[str]
 ) -> Props:
+    if "routes" in changed:
+        # As pulumi-aws: routes no longer listed go, new ones come (same destination: replaced).
+        _inline_routes(ctx, table_id, list(state.get("routes") or []), add=False)
+        _inline_routes(ctx, table_id, list(inputs.get("routes") or []), add=True)
     return _retag(ctx, table_id, state, inputs)
 
 
@@ -510,6 +564,98 @@ def _nat_delete(ctx: CloudContext, nat_id: str, state: Props) -> None:
 # --- security groups and their rules ----------------------------------------------------------------
 
 
+def _rule_permission(rule: Props, group_id: str) -> dict[str, Any]:
+    """An inline ingress/egress block as AWS's IpPermission."""
+    protocol = str(rule.get("protocol", "-1"))
+    permission: dict[str, Any] = {"IpProtocol": "-1" if protocol in ("all", "-1") else protocol}
+    if permission["IpProtocol"] != "-1":
+        permission["FromPort"] = int(rule.get("fromPort") or 0)
+        permission["ToPort"] = int(rule.get("toPort") or 0)
+    described = {"Description": rule["description"]} if rule.get("description") else {}
+    permission["IpRanges"] = [{"CidrIp": c, **described} for c in rule.get("cidrBlocks") or []]
+    permission["Ipv6Ranges"] = [
+        {"CidrIpv6": c, **described} for c in rule.get("ipv6CidrBlocks") or []
+    ]
+    permission["PrefixListIds"] = [
+        {"PrefixListId": p, **described} for p in rule.get("prefixListIds") or []
+    ]
+    groups = list(rule.get("securityGroups") or []) + ([group_id] if rule.get("self") else [])
+    permission["UserIdGroupPairs"] = [{"GroupId": g, **described} for g in groups]
+    return permission
+
+
+def _observed_rules(permissions: list[dict[str, Any]], group_id: str, current: Any) -> Any:
+    """A group's rules of one direction in the shape of the state's inline block."""
+    observed = []
+    for permission in permissions:
+        protocol = str(permission.get("IpProtocol", "-1"))
+        groups = [p["GroupId"] for p in permission.get("UserIdGroupPairs", [])]
+        ranges = [
+            *permission.get("IpRanges", []),
+            *permission.get("Ipv6Ranges", []),
+            *permission.get("PrefixListIds", []),
+            *permission.get("UserIdGroupPairs", []),
+        ]
+        rule: Props = {
+            "protocol": protocol,
+            "fromPort": int(permission.get("FromPort", 0)),
+            "toPort": int(permission.get("ToPort", 0)),
+            "cidrBlocks": [r["CidrIp"] for r in permission.get("IpRanges", [])],
+            "ipv6CidrBlocks": [r["CidrIpv6"] for r in permission.get("Ipv6Ranges", [])],
+            "prefixListIds": [r["PrefixListId"] for r in permission.get("PrefixListIds", [])],
+            "securityGroups": [g for g in groups if g != group_id],
+            "self": group_id in groups,
+            "description": next((r["Description"] for r in ranges if r.get("Description")), ""),
+        }
+        observed.append(rule)
+    if isinstance(current, list) and _rule_set(current) == _rule_set(observed):
+        return current  # the block as the program wrote it ("all", keys left out)
+    return observed
+
+
+_RULE_DEFAULTS: Props = {
+    "fromPort": 0,
+    "toPort": 0,
+    "cidrBlocks": [],
+    "ipv6CidrBlocks": [],
+    "prefixListIds": [],
+    "securityGroups": [],
+    "self": False,
+    "description": "",
+}
+
+
+def _rule_set(rules: list[Any]) -> list[str]:
+    """Inline rules as comparable text: defaults filled in, "all" as -1, lists as sets."""
+    out = []
+    for rule in rules:
+        if not isinstance(rule, dict):
+            continue
+        full = {**_RULE_DEFAULTS, **{k: v for k, v in rule.items() if v is not None}}
+        full["protocol"] = "-1" if str(full.get("protocol")) in ("all", "-1") else full["protocol"]
+        if full["protocol"] == "-1":
+            full["fromPort"] = full["toPort"] = 0
+        for key in ("cidrBlocks", "ipv6CidrBlocks", "prefixListIds", "securityGroups"):
+            full[key] = sorted(full[key])
+        out.append(json.dumps(plain_number(full), sort_keys=True))
+    return sorted(out)
+
+
+def _sync_rules(ctx: CloudContext, group_id: str, egress: bool, rules: list[Any]) -> None:
+    """Make the group's rules of one direction exactly `rules`."""
+    ec2 = _ec2(ctx)
+    group = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+    existing = group.get("IpPermissionsEgress" if egress else "IpPermissions") or []
+    revoke = ec2.revoke_security_group_egress if egress else ec2.revoke_security_group_ingress
+    authorize = (
+        ec2.authorize_security_group_egress if egress else ec2.authorize_security_group_ingress
+    )
+    if existing:
+        revoke(GroupId=group_id, IpPermissions=existing)
+    if rules:
+        authorize(GroupId=group_id, IpPermissions=[_rule_permission(r, group_id) for r in rules])
+
+
 def _sg_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
     ec2 = _ec2(ctx)
     args: dict[str, Any] = {
@@ -526,6 +672,9 @@ def _sg_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
         ec2.revoke_security_group_egress(
             GroupId=group_id, IpPermissions=group["IpPermissionsEgress"]
         )
+    for key, egress in (("ingress", False), ("egress", True)):
+        if inputs.get(key):
+            _sync_rules(ctx, group_id, egress, list(inputs[key]))
     return group_id, {
         "arn": _arn(ctx, "security-group", group_id),
         "ownerId": group.get("OwnerId", ctx.account_id),
@@ -548,12 +697,18 @@ def _sg_read(ctx: CloudContext, group_id: str, state: Props) -> Props | None:
     }
     if group.get("VpcId"):
         observed["vpcId"] = group["VpcId"]
+    for key, field in (("ingress", "IpPermissions"), ("egress", "IpPermissionsEgress")):
+        if state.get(key) is not None:
+            observed[key] = _observed_rules(group.get(field) or [], group_id, state[key])
     return observed
 
 
 def _sg_update(
     ctx: CloudContext, group_id: str, state: Props, inputs: Props, changed: frozenset[str]
 ) -> Props:
+    for key, egress in (("ingress", False), ("egress", True)):
+        if key in changed:
+            _sync_rules(ctx, group_id, egress, list(inputs.get(key) or []))
     return _retag(ctx, group_id, state, inputs)
 
 
@@ -703,6 +858,116 @@ def get_availability_zones(ctx: CloudContext, args: Props) -> Props:
     }
 
 
+def _filters(args: Props, extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A lookup's `filters` and `tags` (and fixed attributes) as EC2's Filters."""
+    found = [
+        {"Name": str(f["name"]), "Values": [str(v) for v in f.get("values") or []]}
+        for f in args.get("filters") or []
+    ]
+    found += [{"Name": f"tag:{k}", "Values": [str(v)]} for k, v in (args.get("tags") or {}).items()]
+    for name, value in (extra or {}).items():
+        if value not in (None, ""):
+            found.append({"Name": name, "Values": [str(value).lower() if value is True else value]})
+    return found
+
+
+def get_vpc(ctx: CloudContext, args: Props) -> Props:
+    """aws:ec2/getVpc: the one VPC that matches, in pulumi-aws's result shape.
+
+    Raises:
+        NoMatchingResource: none or several match (pulumi-aws's words).
+    """
+    ec2 = _ec2(ctx)
+    kwargs: dict[str, Any] = {}
+    if args.get("id"):
+        kwargs["VpcIds"] = [str(args["id"])]
+    default = args.get("default")
+    extra = {
+        "cidr": args.get("cidrBlock"),
+        "dhcp-options-id": args.get("dhcpOptionsId"),
+        "state": args.get("state"),
+        "is-default": "true" if default is True else ("false" if default is False else None),
+    }
+    vpcs = ec2.describe_vpcs(Filters=_filters(args, extra), **kwargs)["Vpcs"]
+    if not vpcs:
+        raise NoMatchingResource("no matching EC2 VPC found")
+    if len(vpcs) > 1:
+        raise NoMatchingResource(
+            "multiple EC2 VPCs matched; use additional constraints to reduce matches to a "
+            "single EC2 VPC"
+        )
+    vpc = vpcs[0]
+    vpc_id = str(vpc["VpcId"])
+    computed = _vpc_computed(ctx, vpc_id)
+    attributes = {
+        attribute: bool(
+            ec2.describe_vpc_attribute(VpcId=vpc_id, Attribute=attribute)[
+                attribute[0].upper() + attribute[1:]
+            ]["Value"]
+        )
+        for attribute in ("enableDnsSupport", "enableDnsHostnames")
+    }
+    return {
+        **{k: v for k, v in args.items() if k in ("filters",)},
+        "id": vpc_id,
+        "arn": computed["arn"],
+        "cidrBlock": vpc["CidrBlock"],
+        "cidrBlockAssociations": [
+            {
+                "associationId": a.get("AssociationId", ""),
+                "cidrBlock": a.get("CidrBlock", ""),
+                "state": (a.get("CidrBlockState") or {}).get("State", ""),
+            }
+            for a in vpc.get("CidrBlockAssociationSet", [])
+        ],
+        "default": bool(vpc.get("IsDefault", False)),
+        "dhcpOptionsId": vpc.get("DhcpOptionsId", ""),
+        "enableNetworkAddressUsageMetrics": False,
+        "instanceTenancy": vpc.get("InstanceTenancy", "default"),
+        "ipv6AssociationId": "",
+        "ipv6CidrBlock": "",
+        "ipv6CidrBlockAssociations": [],
+        "mainRouteTableId": computed["mainRouteTableId"],
+        "ownerId": vpc.get("OwnerId", ctx.account_id),
+        "region": ctx.region,
+        "state": vpc.get("State", "available"),
+        "tags": tags_of(vpc.get("Tags")),
+        **attributes,
+    }
+
+
+def _subnet_ids(ctx: CloudContext, filters: list[dict[str, Any]]) -> list[str]:
+    found: list[str] = []
+    for page in _ec2(ctx).get_paginator("describe_subnets").paginate(Filters=filters):
+        found += [str(s["SubnetId"]) for s in page["Subnets"]]
+    return found
+
+
+def get_subnets(ctx: CloudContext, args: Props) -> Props:
+    """aws:ec2/getSubnets: the ids of the subnets that match (none is not an error)."""
+    out: Props = {"id": ctx.region, "region": ctx.region, "ids": _subnet_ids(ctx, _filters(args))}
+    for key in ("filters", "tags"):
+        if args.get(key) is not None:
+            out[key] = args[key]
+    return out
+
+
+def get_subnet_ids(ctx: CloudContext, args: Props) -> Props:
+    """aws:ec2/getSubnetIds (deprecated, pulumi-aws < 6): the ids of a VPC's subnets that match.
+
+    Raises:
+        NoMatchingResource: none match (that function's words).
+    """
+    ids = _subnet_ids(ctx, _filters(args, {"vpc-id": args.get("vpcId")}))
+    if not ids:
+        raise NoMatchingResource("no matching subnet found for vpc with id " + str(args["vpcId"]))
+    out: Props = {"id": str(args.get("vpcId")), "vpcId": args.get("vpcId"), "ids": sorted(ids)}
+    for key in ("filters", "tags"):
+        if args.get(key) is not None:
+            out[key] = args[key]
+    return out
+
+
 def get_region(ctx: CloudContext, args: Props) -> Props:
     """aws:index/getRegion: the provider's region."""
     return {
@@ -735,6 +1000,7 @@ def register(aws: Registry) -> None:
                 "dhcpOptionsId",
                 *tags_computed,
             ),
+            defaults={"enableDnsSupport": True, "instanceTenancy": "default"},
         ),
         ResourceType(
             token="aws:ec2/internetGateway:InternetGateway",
@@ -754,6 +1020,7 @@ def register(aws: Registry) -> None:
                 {"vpcId", "cidrBlock", "availabilityZone", "availabilityZoneId", "outpostArn"}
             ),
             computed=("arn", "ownerId", "availabilityZoneId", *tags_computed),
+            defaults={"mapPublicIpOnLaunch": False, "assignIpv6AddressOnCreation": False},
         ),
         ResourceType(
             token="aws:ec2/routeTable:RouteTable",
@@ -809,9 +1076,13 @@ def register(aws: Registry) -> None:
             computed=("arn", "ownerId", *tags_computed),
             auto_name="name",
             name_prefix="namePrefix",
+            defaults={"description": "Managed by Pulumi", "revokeRulesOnDelete": False},
         ),
         _rule_kind(egress=False),
         _rule_kind(egress=True),
     )
     aws.function("aws:index/getAvailabilityZones:getAvailabilityZones")(get_availability_zones)
     aws.function("aws:index/getRegion:getRegion")(get_region)
+    aws.function("aws:ec2/getVpc:getVpc")(get_vpc)
+    aws.function("aws:ec2/getSubnets:getSubnets")(get_subnets)
+    aws.function("aws:ec2/getSubnetIds:getSubnetIds")(get_subnet_ids)

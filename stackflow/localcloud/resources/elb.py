@@ -475,14 +475,31 @@ def _listener_params(inputs: Props, changed: frozenset[str] | None) -> dict[str,
     return params
 
 
+def _default_protocol(load_balancer_arn: str) -> str | None:
+    """pulumi-aws's listener protocol when the program gives none: HTTP for an application load
+    balancer (its ARN says loadbalancer/app/), none for the others (AWS decides or refuses)."""
+    return "HTTP" if ":loadbalancer/app/" in load_balancer_arn else None
+
+
 def _listener_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
     refuse_unserved(ctx, LISTENER, inputs, _LISTENER_INPUTS)
     tags = input_tags(inputs)
-    kwargs = {"LoadBalancerArn": inputs["loadBalancerArn"], **_listener_params(inputs, None)}
+    computed: Props = {}
+    protocol = inputs.get("protocol") or _default_protocol(str(inputs["loadBalancerArn"]))
+    if protocol and not inputs.get("protocol"):
+        computed["protocol"] = protocol
+    kwargs = {
+        "LoadBalancerArn": inputs["loadBalancerArn"],
+        **_listener_params({**inputs, **computed}, None),
+    }
     if tags:
         kwargs["Tags"] = tag_list(tags)
     listener = ctx.client("elbv2").create_listener(**kwargs)["Listeners"][0]
-    return str(listener["ListenerArn"]), {"arn": listener["ListenerArn"], "tagsAll": tags}
+    return str(listener["ListenerArn"]), {
+        "arn": listener["ListenerArn"],
+        "tagsAll": tags,
+        **computed,
+    }
 
 
 def _listener_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
@@ -518,7 +535,10 @@ def _listener_update(
     if params:
         ctx.client("elbv2").modify_listener(ListenerArn=id, **params)
     _retag(ctx, id, inputs)
-    return {"arn": state.get("arn", id), "tagsAll": input_tags(inputs)}
+    computed: Props = {"arn": state.get("arn", id), "tagsAll": input_tags(inputs)}
+    if not inputs.get("protocol") and state.get("protocol"):
+        computed["protocol"] = state["protocol"]  # the default it was created with stays
+    return computed
 
 
 def _listener_delete(ctx: CloudContext, id: str, state: Props) -> None:
@@ -586,7 +606,7 @@ def register(aws: Registry) -> None:
             update=_listener_update,
             delete=_listener_delete,
             force_new=frozenset({"loadBalancerArn", "region"}),
-            computed=("arn", "tagsAll"),
+            computed=("arn", "protocol", "tagsAll"),
             drift_inputs=frozenset({"tags"}),
         ),
     )

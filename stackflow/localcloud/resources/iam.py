@@ -291,6 +291,7 @@ def register(aws: Registry) -> None:
             name_prefix="namePrefix",
             auto_name_max=64,
             drift_inputs=frozenset({"tags"}),
+            defaults={"path": "/", "maxSessionDuration": 3600, "forceDetachPolicies": False},
         ),
         ResourceType(
             token=ROLE_POLICY_ATTACHMENT,

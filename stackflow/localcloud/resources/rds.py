@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from stackflow.localcloud.errors import ControlApiError
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
+from stackflow.localcloud.resources._rds_offerings import check_mysql_instance
 from stackflow.localcloud.resources._shared import (
     error_code,
     keep_observed,
@@ -487,6 +488,7 @@ def _instance_view(
 
 def _create_instance(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
     refuse_unserved(ctx, INSTANCE, inputs, _INSTANCE_INPUTS)
+    check_mysql_instance(ctx, "CreateDBInstance", inputs, None)
     request: dict[str, Any] = {
         aws_name: convert(inputs[key])
         for key, (aws_name, convert) in _INSTANCE_PARAMETERS.items()
@@ -528,6 +530,7 @@ def _update_instance(
     ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
 ) -> Props:
     refuse_unserved(ctx, INSTANCE, inputs, _INSTANCE_INPUTS)
+    check_mysql_instance(ctx, "ModifyDBInstance", inputs, changed)
     identifier = str(state["identifier"])
     request = _modify_request(state, inputs, changed)
     client = ctx.client("rds")
@@ -580,6 +583,7 @@ def register(aws: Registry) -> None:
             name_prefix="namePrefix",
             drift_inputs=frozenset({"tags"}),
             delete_before_replace=True,
+            defaults={"description": MANAGED_BY_PULUMI},
         ),
         ResourceType(
             token=PARAMETER_GROUP,
@@ -593,6 +597,7 @@ def register(aws: Registry) -> None:
             name_prefix="namePrefix",
             drift_inputs=frozenset({"tags"}),
             delete_before_replace=True,
+            defaults={"description": MANAGED_BY_PULUMI, "skipDestroy": False},
         ),
         ResourceType(
             token=INSTANCE,
@@ -628,5 +633,11 @@ def register(aws: Registry) -> None:
             name_prefix="identifierPrefix",
             auto_name_max=63,
             drift_inputs=frozenset({"tags"}),
+            defaults={
+                "publiclyAccessible": False,
+                "skipFinalSnapshot": False,
+                "copyTagsToSnapshot": False,
+                "deleteAutomatedBackups": True,
+            },
         ),
     )
