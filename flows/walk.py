@@ -15,6 +15,7 @@ from flows.summary import PipelineSummary
 from graph import GRAPH
 from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
+from stackflow.environments import records_of
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
 from stackflow.graph import NodeKind, StackGraph
 from stackflow.migrations.errors import MigrationPlanChanged
@@ -44,12 +45,13 @@ def build_context(
     redactor = Redactor(settings.secret_values())
     if passphrase:
         redactor.add(passphrase)
+    records = records if records is not None else records_of(settings)
     return RunContext(
         settings,
         engine,
         graph or GRAPH,
         redactor,
-        DriftMarks(settings.state.records, settings.cloud),
+        DriftMarks(records, settings.cloud),
         records=records,
         passphrase=passphrase,
         retry_delays=retry_delays(settings),

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from stackflow.drift import DriftMarks
+from stackflow.drift import DRIFTED, DriftMarks
+from stackflow.engine.base import StackSpec
 from stackflow.environments import CloudMismatch, check_cloud, record_outcome, records_of
+from stackflow.records import open_records
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
@@ -48,14 +50,20 @@ def test_an_environment_deployed_on_the_local_cloud_is_refused_on_aws(tmp_path: 
         check_cloud(get_settings(state_dir=tmp_path, environment="prod"))
 
 
-def test_backends_drift_marks_and_labels_are_per_cloud(tmp_path: Path) -> None:
+def test_backends_drift_marks_and_labels_are_per_cloud_and_marks_are_records(
+    tmp_path: Path,
+) -> None:
     local = get_settings(state_dir=tmp_path, cloud="local")
     aws = get_settings(state_dir=tmp_path, cloud="aws", state_passphrase="x")
     assert local.resolved_backend_url == f"file://{tmp_path / 'pulumi-local'}"
     assert aws.resolved_backend_url == f"file://{tmp_path / 'pulumi-aws'}"
     assert (local.target_label, aws.target_label) == ("local cloud", "AWS")
     assert local.localcloud_root == tmp_path / "localcloud"
-    assert DriftMarks(tmp_path, "local").root != DriftMarks(tmp_path, "aws").root
+    records = open_records(str(tmp_path / "records"))
+    spec = StackSpec("stackflow", "dev", "networking", lambda: None)
+    DriftMarks(records, "local").mark(spec)
+    assert DriftMarks(records, "local").marked(spec) == DRIFTED
+    assert DriftMarks(records, "aws").marked(spec) is None  # the other cloud's stack is another
 
 
 def test_a_deletion_protected_database_is_refused_before_a_destroy(tmp_path: Path) -> None:
