@@ -15,11 +15,10 @@ from typing import Any
 
 from stackflow import __version__
 from stackflow.errors import SettingsError
-from stackflow.records import ABSENT, RecordConflict, Records, open_records
+from stackflow.records import Records, open_records, update
 from stackflow.settings import EnvironmentKind, Settings
 
 PREFIX = "environments/"
-_CAS_TRIES = 20
 
 
 @dataclass(frozen=True)
@@ -62,23 +61,13 @@ def read(records: Records, name: str) -> EnvironmentRecord | None:
 
 def _update(records: Records, name: str, change: Any, create: EnvironmentRecord | None) -> None:
     """Apply `change(record) -> record` with compare-and-set, creating `create` if absent."""
-    for _ in range(_CAS_TRIES):
-        found = records.get(_key(name))
-        if found is None:
-            if create is None:
-                return
-            try:
-                records.put(_key(name), asdict(change(create)), expect_version=ABSENT)
-                return
-            except RecordConflict:
-                continue  # another run created it meanwhile: update theirs
-        current = EnvironmentRecord.from_value(found.value)
-        try:
-            records.put(_key(name), asdict(change(current)), expect_version=found.version)
-            return
-        except RecordConflict:
-            continue
-    raise RecordConflict(_key(name), None, None)
+
+    def changed(value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None if create is None else asdict(change(create))
+        return asdict(change(EnvironmentRecord.from_value(value)))
+
+    update(records, _key(name), changed)
 
 
 def _new(settings: Settings) -> EnvironmentRecord:

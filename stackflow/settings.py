@@ -16,13 +16,14 @@ from stackflow.config.kinds import (
     kind_of,
     validate_environment_name,
 )
-from stackflow.config.load import get_settings
+from stackflow.config.load import get_settings, project_git
 from stackflow.config.model import Settings, SettingsSource
 from stackflow.config.sections import (
     ApprovalSettings,
     AppSettings,
     AwsSettings,
     DatabaseSettings,
+    GitSettings,
     LocalCloudSettings,
     MigrationSettings,
     NetworkSettings,
@@ -37,6 +38,7 @@ __all__ = [
     "AwsSettings",
     "DatabaseSettings",
     "EnvironmentKind",
+    "GitSettings",
     "LocalCloudSettings",
     "MigrationSettings",
     "MysqlTarget",
@@ -50,5 +52,6 @@ __all__ = [
     "is_ephemeral_name",
     "kind_of",
     "parse_mysql_url",
+    "project_git",
     "validate_environment_name",
 ]

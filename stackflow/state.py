@@ -11,6 +11,8 @@ finds what lives where in one screen, and a damaged or unusable folder is refuse
     logs/<command>-<environment>-<time>.log              what a CLI run's Prefect and Pulumi said
     plans/<environment>/<run>/                           update plans of a gated run (0700)
     holders/                                             who holds a stack's concurrency slot
+    gitops/mirrors/<hash>.git                            a bare mirror of each followed repository
+    gitops/checkouts/<commit>/                           a commit's files, as a sync runs them
     prefect/                                             the local Prefect server (SQLite, log)
     postgres/                                            the local PostgreSQL (team mode on one machine)
     localcloud/                                          the local cloud (moto, data plane, plugins)
@@ -64,6 +66,17 @@ class StateLayout:
     @property
     def holders(self) -> Path:
         return self.root / "holders"
+
+    # -- GitOps: what a sync fetched --
+
+    @property
+    def git_mirrors(self) -> Path:
+        """One bare mirror per followed repository (fetches only what is missing)."""
+        return self.root / "gitops" / "mirrors"
+
+    def checkout(self, commit: str) -> Path:
+        """The files of one commit, exported for a sync's run (kept as a cache)."""
+        return self.root / "gitops" / "checkouts" / commit
 
     # -- the local servers the project starts --
 

@@ -42,6 +42,7 @@ class RunContext:
     # Seconds before retry n+1, jitter drawn once per run: the task knows when its next attempt
     # starts and says so (Prefect's own jitter is drawn where the task cannot see it).
     retry_delays: list[float] = field(default_factory=list)
+    commit: str | None = None  # the project's commit this run deploys (None: not from git)
 
     def publish(self, node: str, state: NodeState, **details: Any) -> None:
         """Tell the live view (if one watches) that `node` moved to `state`."""

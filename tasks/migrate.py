@@ -33,6 +33,7 @@ from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import migration_policy
 from stackflow.settings import MigrationSettings
+from stackflow.status.records import record_migrations
 from tasks.context import RunContext, StackOutcome
 
 
@@ -213,6 +214,8 @@ def migrate_step(
         ctx.publish(node, NodeState.FAILED, detail=ctx.redactor(str(exc)))
         raise
     applied = len(report.applied)
+    if ctx.records is not None:  # `status` reads the schema's version here, not from the database
+        record_migrations(ctx.records, settings.environment, report.version, applied, ctx.commit)
     note = f"{applied} applied, {report.already_applied} already applied"
     status = "migrated" if applied else "unchanged"
     ctx.publish(node, NodeState.DONE, status=status, detail=note)

@@ -14,7 +14,7 @@ from stackflow import PROJECT_ROOT
 from stackflow.backends import mask_url
 from stackflow.config.kinds import validate_environment_name
 from stackflow.config.model import Settings, SettingsSource
-from stackflow.config.sections import SECTIONS
+from stackflow.config.sections import SECTIONS, GitSettings
 from stackflow.config.sources import (
     SECRET_KEYS,
     URL_KEYS,
@@ -156,3 +156,20 @@ def _value(values: Mapping[str, Any], key: Key) -> Any:
     for part in key:
         current = current[part]
     return current
+
+
+def project_git(project_dir: Path | None = None) -> GitSettings:
+    """The project file's [git] section alone (what the team follows: the repository, review
+    branch patterns, their interval), whatever any environment's file says.
+
+    Raises:
+        SettingsError: the project file or its [git] section is not accepted (naming the key).
+    """
+    root = Path(project_dir or os.environ.get("STACKFLOW_PROJECT_DIR") or PROJECT_ROOT)
+    layer, _path = project_layer(root.expanduser().resolve())
+    try:
+        return GitSettings(**layer.values.get("git", {}))
+    except ValidationError as exc:
+        raise SettingsError(
+            "invalid settings:\n  " + "\n  ".join(_format(exc, layer.origins))
+        ) from None

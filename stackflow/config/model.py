@@ -18,6 +18,7 @@ from stackflow.config.sections import (
     AppSettings,
     AwsSettings,
     DatabaseSettings,
+    GitSettings,
     LocalCloudSettings,
     MigrationSettings,
     NetworkSettings,
@@ -135,6 +136,7 @@ class Settings(BaseModel):
     migrations: MigrationSettings = Field(default_factory=MigrationSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
+    git: GitSettings = Field(default_factory=GitSettings)
 
     source: SettingsSource = Field(default_factory=SettingsSource, exclude=True, repr=False)
 

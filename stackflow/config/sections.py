@@ -261,6 +261,87 @@ class LocalCloudSettings(Section):
     )
 
 
+_BRANCH_RE = re.compile(r"^(?![/-])(?!.*//)(?!.*\.\.)(?!.*@\{)[^\s~^:?*\[\\]{1,200}(?<![/.])$")
+
+
+def _branch(value: str) -> str:
+    """A branch name git accepts (`git check-ref-format --branch`, the common cases)."""
+    if not _BRANCH_RE.match(value) or value.endswith(".lock"):
+        raise ValueError(
+            f"{value!r} is not a git branch name (no spaces, ~ ^ : ? * [ \\, '..' or '//'; not "
+            "starting with '/' nor ending with '/', '.' or '.lock')"
+        )
+    return value
+
+
+class GitSettings(Section):
+    """GitOps: the repository an environment follows, its branch, and review environments."""
+
+    repository: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="Git repository the environments follow (a URL git can fetch, or a path). "
+        "Credentials never go here: see credentials_block.",
+    )
+    branch: str | None = Field(
+        None,
+        description="Branch this environment follows: the sync/<env> deployment deploys each new "
+        "commit of it. Unset: the environment follows no branch.",
+    )
+    interval_s: int = Field(
+        60,
+        ge=60,
+        le=24 * 3600,
+        description="How often sync/<env> and review/branches ask the repository for new "
+        "commits (seconds, 60 to 86400).",
+    )
+    review_branches: list[str] = Field(
+        default_factory=list,
+        description="Branch patterns (fnmatch, e.g. pr/*) that get a review environment each: "
+        "pr/<n> becomes pr-<n>, other names eph-<name>. Empty: no review environments.",
+    )
+    credentials_block: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
+        description="Name of a Prefect Secret block holding an HTTPS token for the repository "
+        "(sent as a header, never in a URL or a log). Unset: the worker's own git credentials.",
+    )
+
+    @field_validator("branch")
+    @classmethod
+    def _valid_branch(cls, value: str | None) -> str | None:
+        return None if value is None else _branch(value)
+
+    @field_validator("review_branches")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern or any(c.isspace() for c in pattern) or len(pattern) > 200:
+                raise ValueError(
+                    f"{pattern!r} is not a branch pattern (1-200 characters, no spaces; e.g. "
+                    "pr/* or review/*)"
+                )
+        return value
+
+    @field_validator("repository")
+    @classmethod
+    def _repository(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value)
+        if parts.password or (parts.username and parts.scheme in ("http", "https")):
+            raise ValueError(
+                "a repository URL holds no credentials (they would be stored in the repository "
+                "and shown in logs): name a Prefect Secret block in credentials_block instead"
+            )
+        if value.startswith("-"):
+            raise ValueError(f"{value!r} is not a repository (it starts with '-')")
+        return value
+
+
 SECTIONS: dict[str, type[Section]] = {
     "aws": AwsSettings,
     "network": NetworkSettings,
@@ -269,5 +350,6 @@ SECTIONS: dict[str, type[Section]] = {
     "migrations": MigrationSettings,
     "approval": ApprovalSettings,
     "localcloud": LocalCloudSettings,
+    "git": GitSettings,
 }
 """Every section, by its key in files and its part of a variable's name (STACKFLOW_<KEY>_...)."""

@@ -74,6 +74,11 @@ HOMES: dict[Key, frozenset[str]] = {
     ("migrations", "tls_ca"): _M,
     ("approval", "required"): _E,
     ("approval", "timeout_s"): _E,
+    ("git", "repository"): _P | _E,
+    ("git", "branch"): _E,
+    ("git", "interval_s"): _P | _E,
+    ("git", "review_branches"): _P,
+    ("git", "credentials_block"): _P,
     ("localcloud", "port"): _M,
     ("localcloud", "dir"): _M,
 }

@@ -131,6 +131,7 @@ class MigrateReport:
     already_applied: int = 0
     duration_s: float = 0.0
     missing: list[int] = field(default_factory=list)
+    version: int | None = None  # the schema's version after the run (None: nothing applied ever)
 
 
 def _session_replay(statements: Sequence[Statement], before: int) -> list[Statement]:
@@ -319,6 +320,9 @@ def apply_pending(
         todo = read_plan(conn, migrations, settings)
         report.already_applied = todo.already_applied
         report.missing = [r.version for r in todo.missing]
+        report.version = max(
+            [r.version for r in todo.applied] + [m.version for m in todo.covered], default=None
+        )
         approved = set(approved_destructive)
         if pinned is not None:
             check_pinned(todo, pinned)
@@ -335,6 +339,7 @@ def apply_pending(
             start, resuming = todo.resume.get(m.version, 1), m.version in todo.resume
             applied = _apply_file(conn, m, statements, start, resuming, target, settings)
             report.applied.append(applied)
+            report.version = max(report.version or applied.version, applied.version)
             if on_applied is not None:
                 on_applied(applied)
     report.duration_s = time.monotonic() - started

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stackflow.backends import backend_kind, file_folder
-from stackflow.records.base import ABSENT, Absent, Expect, Record, Records
+from stackflow.records.base import ABSENT, Absent, Expect, Record, Records, update
 from stackflow.records.errors import (
     DamagedRecord,
     RecordConflict,
@@ -34,6 +34,7 @@ __all__ = [
     "RecordsError",
     "RecordsUnavailable",
     "open_records",
+    "update",
 ]
 
 

@@ -21,7 +21,7 @@ import enum
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
 from stackflow.records.errors import DamagedRecord, RecordConflict, RecordKeyError
@@ -182,3 +182,32 @@ def check_expected(key: str, current: Record | None, expect: Expect) -> None:
             raise RecordConflict(key, None, found)
     elif found != expect:
         raise RecordConflict(key, expect, found)
+
+
+CAS_TRIES = 20  # writers racing on one record: each try reads the winner's value afresh
+
+
+def update(
+    records: Records,
+    key: str,
+    change: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+) -> dict[str, Any] | None:
+    """Read-modify-write one record with compare-and-set, tried again while other writers win.
+
+    `change(current value or None)` returns the new value, or None to leave the record as it is.
+    Returns what was written (None: nothing).
+
+    Raises:
+        RecordConflict: other writers won CAS_TRIES times in a row.
+    """
+    for _ in range(CAS_TRIES):
+        found = records.get(key)
+        new = change(None if found is None else dict(found.value))
+        if new is None:
+            return None
+        try:
+            records.put(key, new, expect_version=ABSENT if found is None else found.version)
+            return dict(new)
+        except RecordConflict:
+            continue
+    raise RecordConflict(key, None, None)

@@ -1,0 +1,128 @@
+"""What every run leaves in stackflow's records for `status`: per stack its last operation and
+last success (with the commit), per environment the run in progress (and whether it waits for an
+approval) and the schema's migrations version. All of it sits beside the Pulumi state in the
+team's backend, so `status` on any machine reads the same, and never needs the database or a
+`pulumi` process.
+
+    stacks/<environment>/<stack>    {"last": {...}, "succeeded": {...}}
+    runs/<environment>              the run in progress: flow run, operation, phase, since
+    migrations/<environment>        {"version", "applied", "at", "commit"}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from stackflow.records import Records, RecordsError, update
+
+# An operation's outcome: what it did to the stack (ok), found (drift) or could not do.
+OK_STATUSES = frozenset(
+    {"updated", "unchanged", "refreshed", "destroyed", "previewed", "no-drift", "migrated"}
+)
+CHANGING = frozenset({"up", "refresh", "destroy", "migrate"})  # operations that change a stack
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One node's outcome in a run, as `status` keeps it."""
+
+    stack: str
+    operation: str
+    status: str
+    note: str = ""
+
+
+def stack_key(environment: str, stack: str) -> str:
+    return f"stacks/{environment}/{stack}"
+
+
+def run_key(environment: str) -> str:
+    return f"runs/{environment}"
+
+
+def migrations_key(environment: str) -> str:
+    return f"migrations/{environment}"
+
+
+def record_outcomes(
+    records: Records,
+    environment: str,
+    outcomes: Iterable[Outcome],
+    commit: str | None,
+    run: str | None,
+) -> None:
+    """After a run: each stack's last operation, and its last success when the operation changed
+    or checked it. Skipped nodes and read-only steps leave their record alone."""
+    now = time.time()
+    for o in outcomes:
+        if o.status in ("skipped", "not run", "read"):
+            continue
+        result = "ok" if o.status in OK_STATUSES else "drift" if o.status == "drift" else "failed"
+        last = {
+            "operation": o.operation,
+            "status": o.status,
+            "result": result,
+            "commit": commit,
+            "at": now,
+            "run": run,
+            "note": o.note[:500],
+        }
+
+        def change(value: dict[str, Any] | None, last: dict[str, Any] = last) -> dict[str, Any]:
+            new = {**(value or {}), "last": last}
+            if last["result"] == "ok" and last["operation"] in CHANGING:
+                new["succeeded"] = last
+            return new
+
+        update(records, stack_key(environment, o.stack), change)
+
+
+def record_run(
+    records: Records,
+    environment: str,
+    run: str | None,
+    operation: str,
+    phase: str,
+    stacks: list[str],
+    commit: str | None,
+) -> None:
+    """A run of `environment` is in progress (phase: running, waiting for approval)."""
+    value = {
+        "run": run,
+        "operation": operation,
+        "phase": phase,
+        "stacks": stacks,
+        "commit": commit,
+        "since": time.time(),
+    }
+    update(records, run_key(environment), lambda _current: value)
+
+
+def end_run(records: Records, environment: str, run: str | None) -> None:
+    """The run ended: forget it, unless another run of the environment has taken its place."""
+    with contextlib.suppress(RecordsError):
+        found = records.get(run_key(environment))
+        if found is not None and found.value.get("run") == run:
+            records.delete(run_key(environment), expect_version=found.version)
+
+
+def record_migrations(
+    records: Records, environment: str, version: int | None, applied: int, commit: str | None
+) -> None:
+    """The schema's version after `migrate` ran (so `status` never asks the database)."""
+    value = {"version": version, "applied": applied, "at": time.time(), "commit": commit}
+    update(records, migrations_key(environment), lambda _current: value)
+
+
+def forget_environment(records: Records, environment: str) -> None:
+    """The environment was destroyed: its stacks', run's and migrations' records go with it."""
+    for key in [
+        *records.list(f"stacks/{environment}/"),
+        run_key(environment),
+        migrations_key(environment),
+    ]:
+        records.delete(key, expect_version=None)
