@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from cli.commands import cloud, graph, migrate, outputs, server
+from cli.commands import cloud, graph, migrate, outputs, server, status
 from cli.parser import RUN_COMMANDS, build_parser, chosen_stacks
 from cli.report import fail, report_run
 from stackflow import exits
@@ -85,6 +85,8 @@ def _command(args: argparse.Namespace, settings: Any) -> int:
         return server.run(args, settings)
     if args.command == "cloud":
         return int(cloud.run(args, settings))
+    if args.command == "status":
+        return status.run(args, settings)
     from graph import database_target
 
     return int(migrate.run(args, settings, target_from_stack=lambda: database_target(settings)))
@@ -112,7 +114,8 @@ def _refusal(args: argparse.Namespace, settings: Any) -> int | None:
     except (ConfirmationRequired, DeletionProtected, SettingsError) as exc:
         return fail(str(exc), exits.USAGE)
     gated = args.command == "up" and settings.approval_required
-    if gated and not args.yes and (args.json or not sys.stdin.isatty()):
+    ui_only = getattr(args, "approve_in_ui", False)
+    if gated and not args.yes and not ui_only and (args.json or not sys.stdin.isatty()):
         return fail(
             f"{settings.environment} is a protected environment: `up` shows its plan and waits "
             "for approval, and there is no terminal to ask"

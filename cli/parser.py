@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.commands import cloud, migrate
+from cli.commands import cloud, migrate, status
 from stackflow import exits
 from stackflow.errors import echo
 
@@ -24,6 +24,7 @@ COMMANDS = {
     "migrate": "run schema migrations against the environment's database or --database-url",
     "server": "start, stop or show the local Prefect server the CLI starts when PREFECT_API_URL is unset; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
+    "status": "every recorded environment: per stack its last operation, result, commit and condition (ready, reconciling, failed, drifted, expired, waiting for approval)",
 }
 RUN_COMMANDS = ("up", "preview", "refresh", "destroy", "drift")  # the commands that run a flow
 
@@ -37,6 +38,15 @@ def _seconds(text: str) -> float:
     if not 1 <= value <= 3600:
         raise argparse.ArgumentTypeError(f"{value:g} is out of range: use 1 to 3600 seconds")
     return value
+
+
+def _tag(text: str) -> str:
+    """A --tag value: 1-100 printable characters without spaces."""
+    if not 1 <= len(text) <= 100 or not text.isprintable() or " " in text:
+        raise argparse.ArgumentTypeError(
+            f"{echo(text)} is not a tag: 1-100 printable characters, no spaces"
+        )
+    return text
 
 
 class _Once(argparse.Action):
@@ -128,8 +138,24 @@ def build_parser() -> argparse.ArgumentParser:
                 help="without a terminal, a line for a stack that has run quietly this long "
                 "(1-3600, default 30)",
             )
+        if name in RUN_COMMANDS:
+            p.add_argument(
+                "--tag",
+                action="append",
+                dest="tags",
+                metavar="TAG",
+                type=_tag,
+                help="a tag for the run's flow run in Prefect (repeatable; a sync tags its runs "
+                "gitops and commit:<id>)",
+            )
         if name == "up":
             p.add_argument("--force", action="store_true", help="update stacks even if unchanged")
+            p.add_argument(
+                "--approve-in-ui",
+                action="store_true",
+                help="a protected environment's plan waits for a decision in the Prefect UI, "
+                "with no terminal asked (what a sync's run does)",
+            )
             p.add_argument(
                 "--yes",
                 "-y",
@@ -168,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
             migrate.add_arguments(p)
         if name == "cloud":
             cloud.add_arguments(p)
+        if name == "status":
+            status.add_arguments(p)
     return parser
 
 

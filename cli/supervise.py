@@ -49,7 +49,7 @@ def run_flow(args: argparse.Namespace, settings: Any, stacks: list[str]) -> tupl
         progress.subscribed(view.on_event),
         sigterm_interrupts(),
     ):
-        runner = FlowRun(FLOWS[args.command], kwargs)
+        runner = FlowRun(FLOWS[args.command], kwargs, getattr(args, "tags", None) or [])
         runner.start()
         runner.terminated = _supervise(runner, view, args)
     return runner, log_file
@@ -78,11 +78,11 @@ def sigterm_interrupts() -> Any:
 class FlowRun:
     """A flow run in a thread of its own, so the main thread keeps the screen and Ctrl-C."""
 
-    def __init__(self, flow: Any, kwargs: dict[str, Any]) -> None:
+    def __init__(self, flow: Any, kwargs: dict[str, Any], tags: list[str] | None = None) -> None:
         import contextvars
         import threading
 
-        self.flow, self.kwargs = flow, kwargs
+        self.flow, self.kwargs, self.tags = flow, kwargs, list(tags or [])
         self.state: Any = None
         self.error: BaseException | None = None
         self.terminated = False  # ended by SIGTERM (exit 143, the flow run Crashed)
@@ -97,8 +97,11 @@ class FlowRun:
         self.thread.start()
 
     def _run(self) -> None:
+        from prefect import tags
+
         try:
-            self.state = self.flow(**self.kwargs, return_state=True)
+            with tags(*self.tags):
+                self.state = self.flow(**self.kwargs, return_state=True)
         except BaseException as exc:  # reported by the main thread
             self.error = exc
         finally:
@@ -112,6 +115,7 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> bool:
 
     progress = hub()
     watch = ServerWatch()
+    cancelled = CancelWatch()
     try:
         while not runner.done.wait(0.1):
             request = view.take_approval()
@@ -119,6 +123,9 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> bool:
                 _approve_here(request, runner, view, args)
             if watch.lost():
                 _end_lost_run(runner, view, watch)
+                return False
+            if cancelled.asked(view.board.flow_run_id):
+                _cancel_asked(runner, view)
                 return False
         return False
     except KeyboardInterrupt as exc:
@@ -171,6 +178,18 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
         if args.yes:
             _decide(request.flow_run_id, True, "approved with --yes at the command line", yes=True)
             view.echo("\napproved with --yes: applying it")
+            return
+        if getattr(args, "approve_in_ui", False):
+            view.approval_open = request
+            view.echo(f"\nwaiting for a decision in the Prefect UI: {request.ui_url or 'its run'}")
+            while not runner.done.is_set():
+                elsewhere = view.decided_elsewhere()
+                if elsewhere is not None:
+                    verdict = "approved" if elsewhere.approved else "rejected"
+                    view.echo(f"{verdict} via {elsewhere.via}")
+                    break
+                runner.done.wait(0.3)
+            view.approval_open = None
             return
         view.approval_open = request
         view.echo(
@@ -252,6 +271,53 @@ class ServerWatch:
         return now - self._failing_since >= self.LOST_AFTER_S
 
 
+class CancelWatch:
+    """Whether someone asked Prefect to cancel this command's flow run (Cancel in the UI, or a
+    sync superseding it): its state is read every few seconds."""
+
+    EVERY_S = 2.0
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._next = self._clock() + self.EVERY_S
+
+    def asked(self, flow_run_id: str | None) -> bool:
+        now = self._clock()
+        if flow_run_id is None or now < self._next:
+            return False
+        self._next = now + self.EVERY_S
+        from uuid import UUID
+
+        from prefect.client.orchestration import get_client
+
+        try:
+            with get_client(sync_client=True) as client:
+                state = client.read_flow_run(UUID(flow_run_id)).state
+        except Exception:  # a server that does not answer is ServerWatch's to judge
+            return False
+        # CANCELLING: asked from outside. A CANCELLED of our own making (a rejected plan ends
+        # so) is the run's own end, not a request.
+        return state is not None and state.type.value == "CANCELLING"
+
+
+def _cancel_asked(runner: FlowRun, view: Any) -> None:
+    """Cancelled in Prefect: as a Ctrl-C here (nothing new starts, running operations are
+    cancelled cleanly); the flow run ends Cancelled."""
+    from stackflow.progress import hub
+
+    view.echo(
+        "cancelled in Prefect: cancelling the running operations (Pulumi finishes the resource "
+        "operations in flight)"
+    )
+    hub().cancel(interrupt=True)
+    runner.done.wait()
+    ended = getattr(runner.state, "is_final", lambda: False)()
+    if not ended:  # the flow did not end its run itself: it ends Cancelled, never Cancelling
+        _end_flow_run(view.board.flow_run_id, message="cancelled in Prefect (the UI or a sync)")
+
+
 def _end_lost_run(runner: FlowRun, view: Any, watch: ServerWatch) -> None:
     """The server is gone: nothing new starts, running operations are cancelled cleanly, and the
     run is reported as lost (not left to Prefect's client, which retries for minutes)."""
@@ -272,7 +338,7 @@ def _end_lost_run(runner: FlowRun, view: Any, watch: ServerWatch) -> None:
     runner.lost = True
 
 
-def _end_flow_run(flow_run_id: str | None, crashed: bool = False) -> None:
+def _end_flow_run(flow_run_id: str | None, crashed: bool = False, message: str = "") -> None:
     """On the way out: after a second Ctrl-C the flow run ends Cancelled, after SIGTERM Crashed
     (as Prefect ends a run whose process got SIGTERM), never Running forever (best effort: the
     process exits next, whatever the server says)."""
@@ -286,7 +352,7 @@ def _end_flow_run(flow_run_id: str | None, crashed: bool = False) -> None:
     state: Any = (
         Crashed(message="terminated (SIGTERM): the running operations were cancelled cleanly")
         if crashed
-        else Cancelled(message="stopped at once (a second Ctrl-C)")
+        else Cancelled(message=message or "stopped at once (a second Ctrl-C)")
     )
     with contextlib.suppress(Exception), get_client(sync_client=True) as client:
         client.set_flow_run_state(UUID(flow_run_id), state, force=True)

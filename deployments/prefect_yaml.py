@@ -51,6 +51,8 @@ def _deployment(spec: DeploymentSpec, pool: str) -> dict[str, Any]:
     entry["work_pool"] = {"name": pool, "job_variables": {"env": heartbeat_environment()}}
     if spec.cron:
         entry["schedules"] = [{"cron": spec.cron, "timezone": TIMEZONE}]
+    elif spec.interval_s:
+        entry["schedules"] = [{"interval": spec.interval_s}]
     if spec.triggered_by:
         env = spec.parameters["environment"]
         entry["triggers"] = [

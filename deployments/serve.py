@@ -40,6 +40,8 @@ ENTRYPOINTS = {
     "destroy": "flows/pipeline.py:destroy",
     "drift": "flows/pipeline.py:drift",
     "cleanup-expired": "flows/cleanup.py:cleanup_expired",
+    "sync": "flows/sync.py:sync_environment",
+    "review": "flows/review.py:review_branches",
 }
 
 
@@ -54,6 +56,7 @@ class DeploymentSpec:
     description: str = ""
     tags: tuple[str, ...] = ("stackflow",)
     triggered_by: str | None = None  # an event that also runs it, when it names this environment
+    interval_s: int | None = None  # runs every so many seconds (GitOps: ask the branch)
 
     @property
     def full_name(self) -> str:
@@ -87,7 +90,9 @@ def deployment_specs(
     from stackflow.settings import (
         UnknownEnvironment,
         declared_environments,
+        get_settings,
         is_ephemeral_name,
+        project_git,
         validate_environment_name,
     )
 
@@ -130,6 +135,19 @@ def deployment_specs(
                 tags,
             )
         )
+        git = get_settings(env, project_dir=root, strict=False).git
+        if git.branch:
+            specs.append(
+                DeploymentSpec(
+                    "sync",
+                    env,
+                    params,
+                    description=f"GitOps: every {git.interval_s}s, deploy the commit {env}'s "
+                    f"branch {git.branch!r} points at, if it is not deployed yet",
+                    tags=tags,
+                    interval_s=git.interval_s,
+                )
+            )
     kind_tags = ("stackflow", f"{KIND_TAG}{EPHEMERAL}")
     if ephemeral:
         for what in ("deploy", "preview", "destroy"):
@@ -144,6 +162,21 @@ def deployment_specs(
                     kind_tags,
                 )
             )
+    team_git = project_git(root) if ephemeral else None
+    if team_git is not None and team_git.review_branches:
+        patterns = ", ".join(team_git.review_branches)
+        specs.append(
+            DeploymentSpec(
+                "review",
+                "branches",
+                {},
+                description=f"GitOps: every {team_git.interval_s}s, an ephemeral environment "
+                f"per branch matching {patterns} (pr/123 -> pr-123), deployed at each new commit "
+                "and destroyed when the branch is gone",
+                tags=kind_tags,
+                interval_s=team_git.interval_s,
+            )
+        )
     specs.append(
         DeploymentSpec(
             "cleanup-expired",
@@ -169,14 +202,35 @@ def build_deployments(
     Raises:
         ValueError: an invalid or undeclared environment name, or an invalid cron string.
     """
-    from prefect.schedules import Cron
+    from prefect.schedules import Cron, Interval
     from prefect.types.entrypoint import EntrypointType
     from prefect.utilities.annotations import freeze
 
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy, destroy, drift, preview
+    from flows.review import review_branches
+    from flows.sync import sync_environment
 
-    flows = {f.name: f for f in (deploy, preview, destroy, drift, cleanup_expired)}
+    flows = {
+        f.name: f
+        for f in (
+            deploy,
+            preview,
+            destroy,
+            drift,
+            cleanup_expired,
+            sync_environment,
+            review_branches,
+        )
+    }
+
+    def schedules(spec: DeploymentSpec) -> list[Any] | None:
+        if spec.cron:
+            return [Cron(spec.cron, timezone=TIMEZONE)]
+        if spec.interval_s:
+            return [Interval(timedelta(seconds=spec.interval_s))]
+        return None
+
     # to_deployment is dispatched: called from sync code it returns the deployment itself
     return [
         cast(
@@ -186,7 +240,7 @@ def build_deployments(
                 parameters={k: freeze(v) for k, v in spec.parameters.items()},
                 tags=list(spec.tags),
                 description=spec.description,
-                schedules=[Cron(spec.cron, timezone=TIMEZONE)] if spec.cron else None,
+                schedules=schedules(spec),
                 entrypoint_type=EntrypointType.MODULE_PATH,
                 triggers=[trigger(spec)] if spec.triggered_by else None,
             ),

@@ -13,6 +13,7 @@ from graph import GRAPH
 from stackflow.engine import Operation, get_engine
 from stackflow.environments import forget, list_environments, records_of
 from stackflow.errors import StackflowError
+from stackflow.gitops import sync as gitops
 from stackflow.graph import bare_spec
 from stackflow.settings import get_settings
 from tasks.limits import prune_limits
@@ -20,6 +21,25 @@ from tasks.limits import prune_limits
 
 class CleanupFailed(StackflowError):
     """Some expired environments could not be destroyed (each named, with why)."""
+
+
+def destroy_environment(name: str, cloud: str) -> None:
+    """Destroy every stack of `name` (this worker's code), remove the stacks from the backend,
+    and forget the environment: its record, its status records and its concurrency limits.
+
+    Raises:
+        StackflowError: the destroy failed (named); what is recorded stays, for a later try.
+    """
+    env_settings = get_settings(name, cloud, strict=False)
+    run_pipeline(
+        PipelineRequest(environment=name, cloud=cloud, operation=Operation.DESTROY), env_settings
+    )
+    engine = get_engine(env_settings)
+    for stack in GRAPH.stacks:
+        engine.remove(bare_spec(env_settings, stack))
+    records = records_of(env_settings)
+    forget(records, name)
+    prune_limits(name, GRAPH.stacks)
 
 
 @flow(name="cleanup-expired", log_prints=False, persist_result=False)
@@ -47,22 +67,12 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
         if dry_run:
             continue
         try:
-            env_settings = get_settings(record.name, record.cloud, strict=False)
-            run_pipeline(
-                PipelineRequest(
-                    environment=record.name, cloud=record.cloud, operation=Operation.DESTROY
-                ),
-                env_settings,
-            )
-            engine = get_engine(env_settings)
-            for stack in GRAPH.stacks:
-                engine.remove(bare_spec(env_settings, stack))
+            destroy_environment(record.name, record.cloud)
         except StackflowError as exc:  # one environment's failure does not stop the others
             logger.error("%s: not destroyed: %s", record.name, exc)
             failed[record.name] = str(exc)
             continue
-        forget(records, record.name)
-        prune_limits(record.name, GRAPH.stacks)
+        gitops.note_expired(records, record.name)  # a review branch's next commit brings it back
         destroyed.append(record.name)
         emit_event(
             event="stackflow.environment.expired",

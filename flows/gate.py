@@ -35,6 +35,7 @@ def gated_up(
     summary: PipelineSummary,
     force: bool = False,
     turn: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+    phase: Callable[[str], None] = lambda _name: None,
 ) -> Walk:
     """`up` of a protected environment: plan, wait for approval, apply exactly what was approved.
 
@@ -45,6 +46,7 @@ def gated_up(
     a stack or file that changed meanwhile stops the run there, and what remains is planned and
     approved again. Rejected or not decided in time: nothing is applied.
 
+    `phase(name)` tells `status` when the run waits for a decision and when it runs again.
     `turn()` holds the environment against other runs that change it while a round applies;
     planning and waiting for a person hold nothing (an approval may wait for hours; what changed
     meanwhile is caught when the round applies under its saved plans).
@@ -84,9 +86,13 @@ def gated_up(
                 description=f"stackflow plan of {settings.environment} awaiting approval"
                 + (f" ({settings.target_label})" if settings.target_label != "AWS" else ""),
             )
-            decision = await_decision(
-                built, settings.approval.timeout_s, ctx.progress, summary.ui_url
-            )
+            phase("waiting for approval")
+            try:
+                decision = await_decision(
+                    built, settings.approval.timeout_s, ctx.progress, summary.ui_url
+                )
+            finally:
+                phase("running")
             summary.approvals.append(decision)
             if not decision.approved:
                 summary.outcomes = _merged(earlier, [_unapplied(n, decision) for n in nodes])

@@ -31,8 +31,10 @@ from flows.summary import (
     PipelineSummary,
     RunInterrupted,
     RunStopped,
+    current_flow_run_id,
     flow_run_url,
     publish,
+    publish_status,
 )
 from flows.walk import announce_phase, build_context, retry_delays, steps_of, walk_graph
 from graph import GRAPH
@@ -47,10 +49,18 @@ from stackflow.environments import (
     records_of,
 )
 from stackflow.errors import SettingsError, StackflowError
+from stackflow.gitops.git import project_commit
 from stackflow.graph import bare_spec
 from stackflow.progress import NodeState
 from stackflow.records import Records
 from stackflow.settings import Settings, get_settings, validate_environment_name
+from stackflow.status.records import (
+    Outcome,
+    end_run,
+    forget_environment,
+    record_outcomes,
+    record_run,
+)
 from tasks.context import RunContext
 from tasks.limits import SlotWaitCancelled, environment_slot
 
@@ -148,6 +158,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             if guard is not None:
                 guard(settings)
     nodes = steps_of(ctx.graph, op, selected)
+    ctx.commit = project_commit(settings.project_dir)
+    run_id = current_flow_run_id()
     summary = PipelineSummary(
         settings.environment,
         op.value,
@@ -155,6 +167,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         target=settings.target_label,
         ui_url=flow_run_url(),
         settings=settings.source.as_dict(),
+        commit=ctx.commit,
     )
     started = time.monotonic()
     created_record = False
@@ -162,21 +175,44 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         # before anything is created: an environment whose first deploy fails half-way is
         # still known (and an ephemeral one cleaned up once its TTL has passed)
         created_record = record_attempt(records, settings)
+    changing = op in (Operation.UP, Operation.REFRESH, Operation.DESTROY)
+    stacks = [n for n in nodes if n in ctx.graph.stacks]
 
     def turn() -> contextlib.AbstractContextManager[None]:
         return _whole_environment(ctx, op, nodes)
 
-    with ctx.progress.cancellable(ctx.cancel):
-        if op is Operation.UP and settings.approval_required:
-            # the environment's turn only while applying: never while a person decides
-            ended = gated_up(ctx, nodes, summary, request.force, turn)
-        else:
-            announce_phase(ctx, summary, op.value, nodes)
-            with turn():
-                ended = walk_graph(ctx, nodes, op, request.force)
-            planner = next(iter(planners(ctx, selected)), None)
-            if op is Operation.PREVIEW and planner is not None and not ended.failed:
-                summary.migrations = previewed_migrations(ctx, ended, planner)
+    def phase(name: str) -> None:  # what `status` shows while the run goes on
+        if changing:
+            record_run(records, settings.environment, run_id, op.value, name, stacks, ctx.commit)
+
+    phase("running")
+    try:
+        with ctx.progress.cancellable(ctx.cancel):
+            if op is Operation.UP and settings.approval_required:
+                # the environment's turn only while applying: never while a person decides
+                ended = gated_up(ctx, nodes, summary, request.force, turn, phase)
+            else:
+                announce_phase(ctx, summary, op.value, nodes)
+                with turn():
+                    ended = walk_graph(ctx, nodes, op, request.force)
+                planner = next(iter(planners(ctx, selected)), None)
+                if op is Operation.PREVIEW and planner is not None and not ended.failed:
+                    summary.migrations = previewed_migrations(ctx, ended, planner)
+    finally:
+        if changing:
+            end_run(records, settings.environment, run_id)
+    if op is not Operation.PREVIEW:
+        record_outcomes(
+            records,
+            settings.environment,
+            [
+                Outcome(o.node, o.operation, o.status, o.note)
+                for o in ended.outcomes
+                if o.node in stacks
+            ],
+            ctx.commit,
+            run_id,
+        )
     summary.outcomes = ended.outcomes
     summary.failed = ended.failed or (ended.invalidated or None)
     summary.engine_calls = list(ctx.engine_calls)
@@ -190,12 +226,16 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             forget(records, settings.environment)  # a first deploy that created nothing
         else:
             record_outcome(records, settings, succeeded=succeeded)
+    if op is Operation.DESTROY and not request.stacks and not (summary.failed or summary.stopped):
+        forget(records, settings.environment)  # gone: it may be deployed anywhere next
+        forget_environment(records, settings.environment)
+    if op is not Operation.PREVIEW:
+        with contextlib.suppress(StackflowError):  # a report: never what decides the run
+            publish_status(records)
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
     if summary.failed:
         raise PipelineFailed(summary.failed, summary.as_dict())
-    if op is Operation.DESTROY and not request.stacks:
-        forget(records, settings.environment)  # gone: it may be deployed anywhere next
     drifted = [o.node for o in summary.outcomes if o.status == "drift"]
     if drifted:
         raise DriftDetected(

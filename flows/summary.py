@@ -76,6 +76,7 @@ class PipelineSummary:
     stopped: str = ""  # why a run stopped on purpose (rejected, expired, interrupted)
     # which files said what this run deploys, and what overrode them (secrets masked)
     settings: dict[str, Any] = field(default_factory=dict)
+    commit: str | None = None  # the project's commit this run deployed (git), when known
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +84,7 @@ class PipelineSummary:
             "operation": self.operation,
             "engine": self.engine,
             "target": self.target,
+            "commit": self.commit,
             "failed": self.failed,
             "engine_calls": list(self.engine_calls),
             "duration_s": round(self.duration_s, 3),
@@ -121,6 +123,8 @@ class PipelineSummary:
             head += f"**Stopped:** {markdown_cell(self.stopped)}\n\n"
         # the CLI's count, for whoever reads a worker's run in the UI (a skip makes none)
         head += f"engine operations: {len(self.engine_calls)}\n\n"
+        if self.commit:
+            head += f"commit: `{self.commit}`\n\n"
         rows = [
             "| stack | operation | status | create | update | replace | delete | same | seconds | note |",
             "|---|---|---|---|---|---|---|---|---|---|",
@@ -226,6 +230,41 @@ class PipelineSummary:
 _ATTENTION = frozenset({"failed", "drift", "not run", "cancelled", "stopped"})
 
 
+def flow_run_going(flow_run_id: str) -> bool:
+    """Whether a flow run is not over yet (asked of Prefect; True when it cannot tell)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            state = client.read_flow_run(UUID(flow_run_id)).state
+    except Exception:
+        return True  # cannot tell: never treat a live run as gone
+    return state is not None and not state.is_final()
+
+
+def publish_status(records: Any) -> None:
+    """Every recorded environment's status as the `stackflow-status` artifact (each run
+    refreshes it, so the UI shows what `status` prints)."""
+    from stackflow.status.report import collect, markdown
+
+    found = collect(records, GRAPH.stacks, flow_run_going)
+    create_markdown_artifact(
+        markdown=markdown(found),
+        key="stackflow-status",
+        description=f"stackflow: {len(found)} environment(s), conditions per stack",
+    )
+
+
+def current_flow_run_id() -> str | None:
+    """This flow run's id (None outside a flow run)."""
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.id
+    return str(run_id) if run_id else None
+
+
 def flow_run_url() -> str | None:
     """This flow run's page in the Prefect UI (None outside a flow run or without a UI)."""
     from prefect.runtime import flow_run
@@ -267,6 +306,7 @@ def publish(summary: PipelineSummary) -> None:
                 "operation": o.operation,
                 "changes": o.changes.as_dict(),
                 "target": summary.target,
+                "commit": summary.commit,
                 "note": o.note,
                 "retries": list(o.retries),
                 **(

@@ -1,0 +1,92 @@
+"""`python flows/run.py status [--env E] [--json] [--prometheus FILE]`: every environment found in
+stackflow's records (beside the team's backend), per stack its last operation, result, commit,
+time and condition, per environment its migrations version and the branch it follows. Reads the
+records only: no `pulumi` process, no database, no Prefect server started."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--prometheus",
+        metavar="FILE",
+        type=Path,
+        help="also write the counts in Prometheus's text format to FILE (atomically; for "
+        "node_exporter's textfile collector: name it *.prom in its folder)",
+    )
+
+
+def _liveness(settings: Any) -> Any:
+    from stackflow.localprefect import server_record
+    from stackflow.status.live import prefect_liveness
+
+    api = os.environ.get("PREFECT_API_URL")
+    auth = os.environ.get("PREFECT_API_AUTH_STRING")
+    if not api:
+        found = server_record(settings.state_dir)
+        if not found:
+            return None
+        api = f"{found['url']}/api"
+        if found.get("database") == "postgres":
+            from stackflow.localprefect import auth_string
+
+            auth = auth_string(settings.state.prefect)
+    return prefect_liveness(api, auth)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    staging.write_text(text)
+    staging.replace(path)
+
+
+def run(args: argparse.Namespace, settings: Any) -> int:
+    """Print the status (a table, or one JSON object); 0."""
+    from graph import GRAPH
+    from stackflow.environments import records_of
+    from stackflow.status.report import collect, prometheus
+
+    records = records_of(settings)
+    only = args.environment  # None: every environment
+    found = collect(records, GRAPH.stacks, _liveness(settings), only=only)
+    if args.prometheus is not None:
+        write_atomically(args.prometheus, prometheus(found))
+    if args.json:
+        print(
+            json.dumps(
+                {"records": records.where, "environments": [e.as_dict() for e in found]},
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        return 0
+    if not found:
+        print(f"no environment is recorded in {records.where}" + (f" named {only}" if only else ""))
+        return 0
+    for e in found:
+        follows = e.gitops or {}
+        line = f"{e.environment}  {e.condition}  ({e.kind}, {e.cloud} cloud"
+        if e.migrations_version is not None:
+            line += f", migrations version {e.migrations_version}"
+        if follows.get("branch"):
+            done = (follows.get("succeeded") or {}).get("commit") or "none yet"
+            line += f", follows {follows['branch']}: deployed {str(done)[:12]}"
+        print(line + ")")
+        for s in e.stacks:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.at)) if s.at else "-"
+            print(
+                f"  {s.stack:<12} {s.condition:<21} {s.operation or '-':<8} "
+                f"{s.status or '-':<10} {(s.commit or '-')[:12]:<12} {when}"
+            )
+    print(f"(records: {records.where})", file=sys.stderr)
+    return 0

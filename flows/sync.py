@@ -1,0 +1,350 @@
+"""GitOps flows: `sync` keeps an environment at the commit its branch points at, `review` gives
+each review branch (pr/*, ...) an ephemeral environment of its own and destroys it when the branch
+is gone.
+
+A sync asks the remote for the branch's commit (`git ls-remote`: no clone, no engine call). When
+that commit is not deployed yet (see `stackflow.gitops.sync` for the whole rule: up to date,
+back-off after a failure, held after a rejection, reconciling while a run carries it), it exports
+the commit's files, checks that the commit locks the dependencies this worker runs, and runs that
+commit's own `up` (its code, programs, environment file and migrations) with this worker's
+interpreter: `python <checkout>/flows/run.py up --env <env> --approve-in-ui --json`, a flow run of
+its own in Prefect (tagged gitops and commit:<id>), through the same graph, gate and approvals.
+A newer commit supersedes an older one still running (cancelled) or waiting for approval
+(rejected), so a run never deploys a commit that is no longer the branch's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.events import emit_event
+from prefect.logging import get_run_logger
+
+from flows.summary import current_flow_run_id, flow_run_going
+from stackflow import exits
+from stackflow.environments import read as read_environment
+from stackflow.environments import records_of
+from stackflow.errors import SettingsError, StackflowError
+from stackflow.gitops import sync
+from stackflow.gitops.git import Git, GitError, export_commit, masked_repository
+from stackflow.gitops.locked import LockedDependenciesDiffer, check_locked
+from stackflow.settings import Settings, get_settings
+
+GITOPS_TAG = "gitops"
+KEEP_CHECKOUTS = 8  # commits whose files stay in the state folder (the newest)
+
+
+class SyncFailed(StackflowError):
+    """The commit a sync ran did not deploy (its run failed, or it was refused)."""
+
+
+class NotFollowing(SettingsError):
+    """The environment's file names no branch (or no repository) to follow."""
+
+
+def following(settings: Settings) -> tuple[str, str]:
+    """(repository, branch) the environment follows.
+
+    Raises:
+        NotFollowing: naming the file and the keys to set.
+    """
+    git = settings.git
+    file = settings.source.environment_file or f"environments/{settings.environment}.toml"
+    if not git.branch or not git.repository:
+        missing = " and ".join(
+            k for k, v in (("branch", git.branch), ("repository", git.repository)) if not v
+        )
+        raise NotFollowing(
+            f"environment {settings.environment!r} follows no branch: set {missing} under [git] "
+            f"in {file} (repository may also be set once in stackflow.toml). Nothing was run."
+        )
+    return git.repository, git.branch
+
+
+def token_of(name: str | None) -> str | None:
+    """The HTTPS token in the Prefect Secret block `name` (None: git's own credentials)."""
+    if not name:
+        return None
+    from prefect.blocks.system import Secret
+
+    block: Any = Secret.load(name)  # dispatched: called from sync code it is the block itself
+    value = block.get()
+    return str(value) if value else None
+
+
+def _live(attempt: dict[str, Any]) -> bool:
+    """Whether the sync run carrying `attempt` still goes (asked of Prefect)."""
+    run = attempt.get("sync_run")
+    return bool(run) and flow_run_going(str(run))
+
+
+def supersede(environment: str, head: str) -> list[str]:
+    """End the runs of `environment` a sync started for other commits: a run waiting for approval
+    is rejected (nothing applied), a running one is cancelled (its operations end cleanly).
+    Returns what was done, one line each."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        FlowRunFilterTags,
+    )
+    from prefect.client.schemas.objects import State, StateType
+
+    from flows.approval import answer
+
+    done: list[str] = []
+    going = [StateType.PENDING, StateType.RUNNING, StateType.PAUSED, StateType.SCHEDULED]
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                tags=FlowRunFilterTags(all_=[GITOPS_TAG, f"gitops-env:{environment}"]),
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=going)),
+            )
+        )
+        for run in runs:
+            if f"commit:{head[:12]}" in (run.tags or []):
+                continue
+            older = next((t[7:] for t in run.tags or [] if t.startswith("commit:")), "?")
+            why = f"superseded by commit {head[:12]}"
+            if run.state is not None and run.state.is_paused():
+                answer(str(run.id), False, why, timeout_s=10)
+                done.append(f"rejected the plan of {older} waiting for approval ({why})")
+            else:
+                client.set_flow_run_state(
+                    run.id, State(type=StateType.CANCELLING, message=why), force=True
+                )
+                done.append(f"cancelled the run of {older} ({why})")
+    return done
+
+
+def _child_environment(settings: Settings, checkout: Path) -> dict[str, str]:
+    """What the commit's `up` runs with: this worker's environment (its machine variables, as
+    the worker's own flow runs get them), the checkout as the project, this worker's state
+    folder, and the Prefect API this run talks to."""
+    from prefect.settings import get_current_settings
+
+    api = get_current_settings().api
+    env = dict(os.environ)
+    env |= {
+        "STACKFLOW_PROJECT_DIR": str(checkout),
+        "STACKFLOW_STATE_DIR": str(settings.state_dir),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if api.url:
+        env["PREFECT_API_URL"] = str(api.url)
+    if api.auth_string is not None:
+        env["PREFECT_API_AUTH_STRING"] = api.auth_string.get_secret_value()
+    if settings.localcloud.dir is None:
+        env["STACKFLOW_LOCALCLOUD_DIR"] = str(settings.localcloud_root)
+    return env
+
+
+def run_commit(settings: Settings, checkout: Path, head: str) -> tuple[int, dict[str, Any]]:
+    """Run the commit's own `up` of the environment; its exit code and its summary."""
+    logger = get_run_logger()
+    command = [
+        sys.executable,
+        str(checkout / "flows" / "run.py"),
+        "up",
+        "--env",
+        settings.environment,
+        "--json",
+        "--approve-in-ui",
+        "--heartbeat",
+        "60",
+        "--tag",
+        GITOPS_TAG,
+        "--tag",
+        f"gitops-env:{settings.environment}",
+        "--tag",
+        f"commit:{head[:12]}",
+    ]
+    with subprocess.Popen(
+        command,
+        cwd=checkout,
+        env=_child_environment(settings, checkout),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stderr is not None and child.stdout is not None
+        for line in child.stderr:  # its progress lines (already masked by stackflow)
+            if line.strip():
+                logger.info("%s", line.rstrip())
+        out = child.stdout.read()
+        code = child.wait()
+    try:
+        summary = json.loads(out) if out.strip() else {}
+    except ValueError:
+        summary = {}
+    return code, summary if isinstance(summary, dict) else {}
+
+
+def _result_of(code: int, summary: dict[str, Any]) -> tuple[sync.Result, str]:
+    if code == exits.OK:
+        return sync.Result.SUCCEEDED, "deployed"
+    why = str(summary.get("failed") or summary.get("stopped") or f"exit code {code}")
+    decisions = [a.get("decision") for a in summary.get("approvals") or []]
+    if code == exits.REJECTED and decisions and decisions[-1] == "expired":
+        return sync.Result.EXPIRED, why
+    if code == exits.REJECTED:
+        return sync.Result.REJECTED, why
+    if code == exits.USAGE:
+        return sync.Result.REFUSED, why
+    if code in (exits.INTERRUPTED, exits.TERMINATED):
+        return sync.Result.CANCELLED, why
+    return sync.Result.FAILED, why
+
+
+def _prune_checkouts(settings: Settings, keep: Path) -> None:
+    folder = keep.parent
+    old = sorted(
+        (p for p in folder.iterdir() if p.is_dir() and p != keep),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )[KEEP_CHECKOUTS - 1 :]
+    import shutil
+
+    for path in old:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sync_commit(
+    settings: Settings,
+    git: Git,
+    branch: str,
+    head: str,
+    review: bool = False,
+) -> dict[str, Any]:
+    """Bring `settings.environment` to commit `head` of `branch` (see the module). Returns what
+    the sync did (`next`, `why`, `result`, the deploy's summary when one ran).
+
+    Raises:
+        SyncFailed: the commit's run failed or was refused (recorded; retried with back-off).
+    """
+    logger = get_run_logger()
+    env = settings.environment
+    records = records_of(settings)
+    follows = {"repository": masked_repository(git.repository), "branch": branch, "review": review}
+    sync.note_seen(records, env, head, follows)
+    record = sync.read(records, env)
+    deployed = read_environment(records, env) is not None
+    decision = sync.decide(record, head, deployed=deployed, live=_live)
+    outcome: dict[str, Any] = {
+        "environment": env,
+        "branch": branch,
+        "commit": head,
+        "next": decision.next.value,
+        "why": decision.why,
+    }
+    if decision.next is not sync.Next.DEPLOY:
+        logger.info("%s: %s (%s): nothing to run", env, decision.next.value, decision.why)
+        return outcome
+    attempt = {"sync_run": current_flow_run_id(), "host": socket.gethostname()}
+    if not sync.begin(records, env, head, attempt, record):
+        logger.info("%s: another sync took %s first: nothing to run", env, head[:12])
+        return outcome | {"next": sync.Next.RECONCILING.value, "why": "another sync took it"}
+    if decision.supersede is not None:  # this sync carries the environment now: end the older
+        for line in supersede(env, head):
+            logger.warning("%s: %s", env, line)
+    logger.info("%s: deploying commit %s of %s", env, head[:12], branch)
+    try:
+        checkout = export_commit(
+            git, settings.state.git_mirrors, head, settings.state.checkout(head)
+        )
+        check_locked(checkout, settings.project_dir, head)
+    except LockedDependenciesDiffer as exc:
+        sync.finish(records, env, head, sync.Result.REFUSED, str(exc), settings.git.interval_s)
+        _report(settings, outcome | {"result": sync.Result.REFUSED.value, "message": str(exc)})
+        raise SyncFailed(f"{env}: {exc}") from None
+    except GitError as exc:
+        sync.finish(records, env, head, sync.Result.FAILED, str(exc), settings.git.interval_s)
+        raise SyncFailed(f"{env}: commit {head[:12]} could not be fetched: {exc}") from None
+    started = time.monotonic()
+    code, summary = run_commit(settings, checkout, head)
+    result, message = _result_of(code, summary)
+    ran = {"deploy_run": summary.get("ui_url"), "duration_s": round(time.monotonic() - started, 1)}
+    saved = sync.finish(records, env, head, result, message, settings.git.interval_s, ran)
+    _prune_checkouts(settings, checkout)
+    outcome |= {"result": result.value, "message": message, "summary": summary}
+    if (saved.get("attempted") or {}).get("commit") != head:  # a newer commit took its place
+        outcome["result"] = sync.Result.SUPERSEDED.value
+        _report(settings, outcome)
+        logger.info("%s: commit %s was superseded: %s", env, head[:12], message)
+        return outcome
+    _report(settings, outcome)
+    if result is sync.Result.SUCCEEDED:
+        return outcome
+    retry = saved.get("retry_at")
+    then = (
+        f"; tried again in {float(retry) - time.time():.0f}s"
+        if result is sync.Result.FAILED and retry
+        else ""
+    )
+    raise SyncFailed(f"{env}: commit {head[:12]} {result.value}: {message}{then}")
+
+
+def _report(settings: Settings, outcome: dict[str, Any]) -> None:
+    """The sync's outcome as a `sync-<env>` artifact and a `stackflow.gitops.synced` event."""
+    env = settings.environment
+    summary = outcome.get("summary") or {}
+    stacks = summary.get("stacks") or []
+    lines = [
+        f"# sync `{env}`: {outcome.get('result', outcome['next'])}",
+        "",
+        f"- branch: `{outcome['branch']}` at `{outcome['commit']}`",
+        f"- {outcome.get('message') or outcome['why']}",
+    ]
+    if summary.get("ui_url"):
+        lines.append(f"- the deploy's run: {summary['ui_url']}")
+    if stacks:
+        lines += ["", "| stack | status | note |", "|---|---|---|"]
+        lines += [f"| {s['stack']} | {s['status']} | {s.get('note') or ''} |" for s in stacks]
+    create_markdown_artifact(
+        markdown="\n".join(lines) + "\n",
+        key=f"sync-{env}",
+        description=f"stackflow sync of {env} to {outcome['commit'][:12]}",
+    )
+    emit_event(
+        event="stackflow.gitops.synced",
+        resource={
+            "prefect.resource.id": f"stackflow.environment.{env}",
+            "prefect.resource.name": env,
+            "stackflow.environment": env,
+        },
+        payload={
+            "branch": outcome["branch"],
+            "commit": outcome["commit"],
+            "result": outcome.get("result"),
+            "message": str(outcome.get("message") or "")[:1000],
+            "stacks": {s["stack"]: s["status"] for s in stacks},
+        },
+    )
+
+
+@flow(name="sync", flow_run_name="sync-{environment}", log_prints=False, persist_result=False)
+def sync_environment(environment: str) -> dict[str, Any]:
+    """Deploy the commit the environment's branch points at, if it is not deployed yet.
+
+    Args:
+        environment: an environment whose file names a branch under [git].
+    """
+    from flows.scope import check_scope
+
+    check_scope(environment)
+    settings = get_settings(environment, strict=False)
+    repository, branch = following(settings)
+    git = Git(repository, token_of(settings.git.credentials_block))
+    head = git.head_of(branch)
+    return sync_commit(settings, git, branch, head)

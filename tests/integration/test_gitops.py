@@ -1,0 +1,376 @@
+"""GitOps against real git repositories made here (a bare repository on disk, commits pushed by the
+test), the sync and review flows run against the session's Prefect server, and each commit's own
+`up` deploying with the real Pulumi engine on the session's **local cloud** (moto on loopback, a
+MariaDB server per database; nothing reaches AWS).
+
+The repository holds this project as it is (every file git would commit), plus an environment
+file that follows `main`. The module's tests run in file order on one environment: a commit
+deploys, an unchanged branch costs nothing, a bad commit fails and backs off and a fixed one
+heals, a commit waiting for approval is superseded by a newer one, and a review branch gets an
+environment of its own that goes with the branch. After each, `status --json` agrees with the
+records in the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realenv import (
+    ROOT,
+    STACKS,
+    cli,
+    declare,
+    outputs,
+    process_env,
+    real_variables,
+    unique,
+    update_history,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "GIT_AUTHOR_NAME": "test",
+            "GIT_AUTHOR_EMAIL": "test@example.invalid",
+            "GIT_COMMITTER_NAME": "test",
+            "GIT_COMMITTER_EMAIL": "test@example.invalid",
+            "HOME": str(cwd),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+@dataclass
+class Repo:
+    """The team's repository (bare, on disk) and a working copy the test commits from."""
+
+    origin: Path
+    work: Path
+    environment: str
+    variables: dict[str, str] = field(default_factory=dict)
+
+    def commit(self, message: str, files: dict[str, str | None], branch: str = "main") -> str:
+        """Write (or delete, for None) these files, commit them on `branch` and push it."""
+        known = git(self.work, "branch", "--list", branch)
+        git(self.work, "checkout", "-q", *([branch] if known else ["-b", branch]))
+        for name, text in files.items():
+            path = self.work / name
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-q", "--allow-empty", "-m", message)
+        git(self.work, "push", "-q", "--force", "origin", branch)
+        return git(self.work, "rev-parse", "HEAD")
+
+    def environment_file(self, **app: Any) -> str:
+        lines = ['kind = "dev"', 'cloud = "local"', "", "[git]", 'branch = "main"']
+        lines += ["", "[app]"] + [f"{k} = {v}" for k, v in app.items()]
+        return "\n".join(lines) + "\n"
+
+
+def project_files() -> list[str]:
+    """What a commit of this project holds: the files git would commit from this checkout."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    return [f for f in listed if (ROOT / f).is_file()]
+
+
+@pytest.fixture(scope="module")
+def repo(
+    tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_server: Any
+) -> Iterator[Repo]:
+    folder = tmp_path_factory.mktemp("gitops")
+    origin, work = folder / "origin.git", folder / "work"
+    git(folder, "init", "-q", "--bare", "-b", "main", str(origin))
+    git(folder, "clone", "-q", str(origin), str(work))
+    for name in project_files():
+        target = work / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    environment = unique("dev")
+    repo = Repo(origin, work, environment)
+    # this worker: its own project (the environment follows main of the repository; review
+    # branches pr/*), the lock file it was set up from, a state folder of its own
+    variables = real_variables(folder / "state", local_cloud, prefect_server)
+    project = Path(variables["STACKFLOW_PROJECT_DIR"])
+    shutil.copy2(ROOT / "constraints.txt", project / "constraints.txt")
+    (project / "stackflow.toml").write_text(
+        (ROOT / "stackflow.toml").read_text()
+        + f'\n[git]\nrepository = "{origin}"\nreview_branches = ["pr/*"]\n'
+    )
+    declare(variables, environment, git={"branch": "main"})
+    repo.variables = variables
+    # the repository's own project files say the same (a commit runs with its own files)
+    (work / "stackflow.toml").write_text((project / "stackflow.toml").read_text())
+    yield repo
+
+
+@pytest.fixture
+def worker(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> Repo:
+    """This process is the worker: its machine variables, and nothing else of stackflow's."""
+    import os
+
+    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
+        monkeypatch.delenv(key)
+    for key, value in repo.variables.items():
+        monkeypatch.setenv(key, value)
+    return repo
+
+
+def sync(environment: str) -> Any:
+    from flows.sync import sync_environment
+
+    return sync_environment(environment=environment, return_state=True)
+
+
+def gitops_record(repo: Repo, environment: str | None = None) -> dict[str, Any]:
+    from stackflow.gitops.sync import read
+    from stackflow.records import open_records
+
+    records = open_records(str(Path(repo.variables["STACKFLOW_STATE_DIR"]) / "records"))
+    return read(records, environment or repo.environment)
+
+
+def status(repo: Repo) -> dict[str, Any]:
+    """`status --json` as a user runs it, by environment."""
+    done = cli(process_env(repo.variables), "status", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {e["environment"]: e for e in json.loads(done.stdout)["environments"]}
+
+
+def assert_status_agrees(repo: Repo, environment: str, commit: str, condition: str) -> None:
+    """`status --json` says what the backend holds: the record's deployed commit, each stack's
+    last operation at that commit, and the condition."""
+    shown = status(repo)[environment]
+    record = gitops_record(repo, environment)
+    assert shown["condition"] == condition, shown
+    assert shown["gitops"]["succeeded"] == record["succeeded"], (shown["gitops"], record)
+    assert record["succeeded"]["commit"] == commit
+    assert [s["stack"] for s in shown["stacks"]] == list(STACKS)
+    for s in shown["stacks"]:
+        assert s["condition"] == condition and s["result"] == "ok", s
+
+
+def engine_updates(repo: Repo, environment: str) -> dict[str, int]:
+    state = Path(repo.variables["STACKFLOW_STATE_DIR"])
+    return {s: len(update_history(state, environment, s)) for s in STACKS}
+
+
+def test_a_new_commit_deploys_and_an_unchanged_branch_costs_nothing(worker: Repo) -> None:
+    """Local cloud: the first commit of main is deployed whole (the commit's own code and
+    files), recorded as the environment's commit per stack and in its sync record; a second
+    sync with the branch unchanged runs nothing (no deploy, no engine call)."""
+    first = worker.commit(
+        f"{worker.environment} follows main",
+        {f"environments/{worker.environment}.toml": worker.environment_file(desired_count=1)},
+    )
+    state = sync(worker.environment)
+    assert state.is_completed(), state
+    done = state.result()
+    assert done["result"] == "succeeded", done
+    summary = done["summary"]
+    assert summary["commit"] == first
+    assert sorted(summary["engine_calls"]) == sorted(f"up:{s}" for s in STACKS)
+    assert {s["stack"]: s["status"] for s in summary["stacks"]}["verify"] == "healthy"
+    assert outputs(worker.variables, worker.environment)["app"]["url"]
+    assert_status_agrees(worker, worker.environment, first, "ready")
+    assert status(worker)[worker.environment]["migrations_version"] == 1
+
+    before = engine_updates(worker, worker.environment)
+    again = sync(worker.environment)
+    assert again.is_completed(), again
+    assert again.result()["next"] == "up-to-date"
+    assert "summary" not in again.result()  # no deploy ran
+    assert engine_updates(worker, worker.environment) == before
+    assert gitops_record(worker)["seen"]["commit"] == first
+
+
+def test_a_bad_commit_fails_backs_off_and_a_fixed_one_heals(worker: Repo) -> None:
+    """Local cloud: a commit adding a migration that drops the environment's own database is
+    refused by the migration runner (nothing applied): the sync fails, records the failure and
+    waits (a sync right after runs nothing). The next commit fixes the file: it deploys (the
+    stacks are unchanged, the migration applies) and the environment is healthy at it."""
+    bad = worker.commit("a bad migration", {"migrations/V002__bad.sql": "DROP DATABASE app;\n"})
+    failed = sync(worker.environment)
+    assert failed.is_failed(), failed
+    record = gitops_record(worker)
+    assert record["attempted"]["commit"] == bad and record["attempted"]["result"] == "failed"
+    assert record["failures"] == 1 and record["retry_at"] > time.time()
+    assert "V002__bad.sql" in record["attempted"]["message"], record
+    assert status(worker)[worker.environment]["stacks"][0]["condition"] == "ready"
+
+    waiting = sync(worker.environment)
+    assert waiting.is_completed() and waiting.result()["next"] == "waiting", waiting.result()
+
+    fixed = worker.commit(
+        "the migration, fixed",
+        {
+            "migrations/V002__bad.sql": None,
+            "migrations/V002__gitops.sql": "CREATE TABLE gitops (id INT);\n",
+        },
+    )
+    healed = sync(worker.environment)
+    assert healed.is_completed(), healed
+    summary = healed.result()["summary"]
+    assert summary["engine_calls"] == [], summary["engine_calls"]  # the stacks did not change
+    steps = {s["stack"]: s for s in summary["stacks"]}
+    assert steps["migrate"]["status"] == "migrated" and steps["verify"]["status"] == "healthy"
+    assert_status_agrees(worker, worker.environment, fixed, "ready")
+    assert status(worker)[worker.environment]["migrations_version"] == 2
+    assert gitops_record(worker)["failures"] == 0
+
+
+def _paused_run(commit: str, timeout: float = 240) -> Any:
+    """The deploy run a sync started for `commit`, once it waits for approval."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while time.monotonic() < deadline:
+            runs = client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(
+                    tags=FlowRunFilterTags(all_=[f"commit:{commit[:12]}"])
+                )
+            )
+            paused = [r for r in runs if r.state is not None and r.state.is_paused()]
+            if paused:
+                return paused[0]
+            time.sleep(0.5)
+    raise AssertionError(f"no run of {commit[:12]} waited for approval within {timeout:.0f}s")
+
+
+def test_a_newer_commit_supersedes_one_waiting_for_approval(worker: Repo) -> None:
+    """Local cloud: main now requires approval; its commit (2 tasks) waits for a decision when a
+    newer commit (3 tasks) lands. The next sync rejects the waiting plan (nothing of it applied)
+    and deploys the newer commit, which applies once approved: the app goes from 1 task to 3,
+    never through 2, and the sync record names the newer commit."""
+    from flows.approval import answer
+
+    def file(count: int) -> str:
+        text = worker.environment_file(desired_count=count)
+        return text + "\n[approval]\nrequired = true\ntimeout_s = 600\n"
+
+    name = f"environments/{worker.environment}.toml"
+    older = worker.commit("2 tasks, with approval", {name: file(2)})
+    app_updates = engine_updates(worker, worker.environment)["app"]
+    first: dict[str, Any] = {}
+    waiting = threading.Thread(target=lambda: first.update(state=sync(worker.environment)))
+    waiting.start()
+    stale = _paused_run(older)
+    newer = worker.commit("3 tasks, with approval", {name: file(3)})
+    second: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: second.update(state=sync(worker.environment)))
+    runner.start()
+    fresh = _paused_run(newer)
+    answer(str(fresh.id), True, "approved by the test")
+    runner.join(timeout=400)
+    waiting.join(timeout=60)
+    assert "state" in second and "state" in first, "a sync did not end"
+    assert second["state"].is_completed(), second["state"]
+    assert second["state"].result()["result"] == "succeeded"
+    assert first["state"].is_completed() and first["state"].result()["result"] == "superseded"
+
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        rejected = client.read_flow_run(stale.id).state
+    assert rejected is not None and rejected.name == "Rejected", rejected
+    assert f"superseded by commit {newer[:12]}" in (rejected.message or ""), rejected
+    # one update of the app since: straight to 3 tasks
+    assert engine_updates(worker, worker.environment)["app"] == app_updates + 1
+    ecs = _ecs(worker)
+    assert ecs == 3
+    assert_status_agrees(worker, worker.environment, newer, "ready")
+
+
+def _ecs(repo: Repo) -> int:
+    from tests.realenv import settings_for
+
+    settings = settings_for(repo.variables, repo.environment)
+    import boto3
+
+    client = boto3.client(
+        "ecs",
+        endpoint_url=f"http://127.0.0.1:{settings.localcloud.port}",
+        region_name=settings.aws.region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    env = repo.environment
+    [service] = client.describe_services(
+        cluster=f"stackflow-{env}-cluster", services=[f"stackflow-{env}-app"]
+    )["services"]
+    return int(service["desiredCount"])
+
+
+def test_a_review_branch_gets_an_environment_that_goes_with_it(
+    worker: Repo, local_cloud: Any
+) -> None:
+    """Local cloud: a new branch pr/<n> gets environment pr-<n> (the ephemeral template of the
+    commit), deployed at the branch's commit, with its URL published as an artifact; when the
+    branch is deleted, the next review run destroys it: nothing of it is left in the backend,
+    the records or the local cloud."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.review import review_branches
+    from stackflow.localcloud.inventory import list_resources
+
+    number = str(uuid.uuid4().int % 10**6)
+    branch, name = f"pr/{number}", f"pr-{number}"
+    head = worker.commit("a review branch", {"REVIEW.md": f"review {number}\n"}, branch=branch)
+    state = review_branches(return_state=True)
+    assert state.is_completed(), state
+    done = state.result()["environments"][name]
+    assert done["result"] == "succeeded" and done["commit"] == head, done
+    with get_client(sync_client=True) as client:
+        [artifact] = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"review-{name}"]))
+        )
+    url = outputs(worker.variables, name)["app"]["url"]
+    assert f"URL: {url}" in str(artifact.data)
+    shown = status(worker)[name]
+    assert shown["kind"] == "ephemeral" and shown["condition"] == "ready", shown
+    assert shown["gitops"]["branch"] == branch and shown["gitops"]["review"] is True
+
+    git(worker.work, "checkout", "-q", "main")
+    git(worker.work, "push", "-q", "origin", "--delete", branch)
+    gone = review_branches(return_state=True)
+    assert gone.is_completed(), gone
+    assert gone.result()["destroyed"] == [name]
+    assert name not in status(worker)
+    assert gitops_record(worker, name) == {}
+    assert list_resources(local_cloud.url, local_cloud.region, name) == []
+    stacks = Path(worker.variables["STACKFLOW_STATE_DIR"]) / "pulumi-local" / ".pulumi" / "stacks"
+    # Pulumi's own backups (.bak) of a removed stack stay; the stacks themselves are gone
+    assert [p for p in stacks.glob(f"*/{name}.json*") if ".bak" not in p.name] == []
