@@ -78,6 +78,8 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
     print(
         f"engine operations: {len(summary['engine_calls'])}; wall time {summary['duration_s']:.2f}s"
     )
+    if summary.get("commit"):
+        print(f"commit: {summary['commit']}")
     if summary.get("ui_url"):
         print(f"Prefect UI: {summary['ui_url']}")
 

@@ -215,11 +215,26 @@ def test_a_new_commit_deploys_and_an_unchanged_branch_costs_nothing(worker: Repo
 
 
 def test_a_bad_commit_fails_backs_off_and_a_fixed_one_heals(worker: Repo) -> None:
-    """Local cloud: a commit adding a migration that drops the environment's own database is
-    refused by the migration runner (nothing applied): the sync fails, records the failure and
-    waits (a sync right after runs nothing). The next commit fixes the file: it deploys (the
-    stacks are unchanged, the migration applies) and the environment is healthy at it."""
-    bad = worker.commit("a bad migration", {"migrations/V002__bad.sql": "DROP DATABASE app;\n"})
+    """Local cloud: a commit that locks a package this worker was not set up with is refused
+    before anything runs, naming it, and held until a newer commit. The next commit adds a
+    migration that drops the environment's own database: the migration runner refuses it
+    (nothing applied), the sync fails, records the failure and waits (a sync right after runs
+    nothing). The next commit fixes the file: it deploys (the stacks are unchanged, the migration
+    applies) and the environment is healthy at it."""
+    lock = (worker.work / "constraints.txt").read_text()
+    locked = worker.commit("a new pin", {"constraints.txt": lock + "zzz-unheard-of==1.0\n"})
+    refused = sync(worker.environment)
+    assert refused.is_failed(), refused
+    record = gitops_record(worker)
+    assert record["attempted"]["commit"] == locked and record["attempted"]["result"] == "refused"
+    assert "zzz-unheard-of 1.0 (this worker: not locked)" in record["attempted"]["message"]
+    held = sync(worker.environment)
+    assert held.is_completed() and held.result()["next"] == "held", held.result()
+
+    bad = worker.commit(
+        "a bad migration",
+        {"constraints.txt": lock, "migrations/V002__bad.sql": "DROP DATABASE app;\n"},
+    )
     failed = sync(worker.environment)
     assert failed.is_failed(), failed
     record = gitops_record(worker)
