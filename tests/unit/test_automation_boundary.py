@@ -97,6 +97,7 @@ class FakeWorkspace:
     pulumi: FakePulumi
     plugins: list[tuple[str, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    env_vars: dict[str, str] = field(default_factory=dict)
 
     def install_plugin(self, name: str, version: str, kind: str = "resource") -> None:
         self.plugins.append((name, version))
