@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from cli.commands import cloud, graph, migrate, outputs, server, status
+from cli.commands import cloud, graph, migrate, outputs, rehearse, server, status
 from cli.parser import RUN_COMMANDS, build_parser, chosen_stacks
 from cli.report import fail, report_run
 from stackflow import exits
@@ -72,7 +72,10 @@ def read_settings(args: argparse.Namespace) -> Any:
     """
     from stackflow.settings import get_settings
 
-    settings = get_settings(args.environment or "dev", getattr(args, "cloud", None))
+    cloud = getattr(args, "cloud", None)
+    if args.command == "rehearse":
+        cloud = cloud or "local"  # a rehearsal reaches AWS only when told to
+    settings = get_settings(getattr(args, "environment", None) or "dev", cloud)
     settings.state.check()  # a state folder that is a file, unwritable or read-only: named now
     return settings
 
@@ -87,6 +90,8 @@ def _command(args: argparse.Namespace, settings: Any) -> int:
         return int(cloud.run(args, settings))
     if args.command == "status":
         return status.run(args, settings)
+    if args.command == "rehearse":
+        return rehearse.run(args, settings)
     from graph import database_target
 
     return int(migrate.run(args, settings, target_from_stack=lambda: database_target(settings)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.commands import cloud, migrate, status
+from cli.commands import cloud, migrate, rehearse, status
 from stackflow import exits
 from stackflow.errors import echo
 
@@ -25,6 +25,7 @@ COMMANDS = {
     "server": "start, stop or show the local Prefect server the CLI starts when PREFECT_API_URL is unset; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
     "status": "every recorded environment: per stack its last operation, result, commit and condition (ready, reconciling, failed, drifted, expired, waiting for approval)",
+    "rehearse": "deploy a Pulumi Python project of your own (a folder with Pulumi.yaml) with stackflow's engine, on the local cloud unless --cloud aws",
 }
 RUN_COMMANDS = ("up", "preview", "refresh", "destroy", "drift")  # the commands that run a flow
 
@@ -96,19 +97,22 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=exits.help_text(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument(
-            "--env",
-            "-e",
-            dest="environment",
-            action=_Once,
-            help="environment name: environments/<name>.toml says what it deploys (default: "
-            "dev); give it once",
-        )
+        if name != "rehearse":  # a rehearsal names its project's own stack (--stack)
+            p.add_argument(
+                "--env",
+                "-e",
+                dest="environment",
+                action=_Once,
+                help="environment name: environments/<name>.toml says what it deploys (default: "
+                "dev); give it once",
+            )
         p.add_argument(
             "--cloud",
             choices=("local", "aws"),
             action=_Once,
-            help="deploy here instead of where the environment's file says (`cloud`; local: "
+            help="where to rehearse: local (the default: moto on loopback, never AWS) or aws"
+            if name == "rehearse"
+            else "deploy here instead of where the environment's file says (`cloud`; local: "
             "moto on loopback, never AWS)",
         )
         if name in ("up", "preview", "refresh", "destroy", "drift", "outputs"):
@@ -117,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                 action=_StackList,
                 help="comma-separated stacks to run (default: all); repeating it adds to the list",
             )
-        if name in RUN_COMMANDS:
+        if name in (*RUN_COMMANDS, "rehearse"):
             p.add_argument(
                 "--json",
                 action="store_true",
@@ -196,6 +200,17 @@ def build_parser() -> argparse.ArgumentParser:
             cloud.add_arguments(p)
         if name == "status":
             status.add_arguments(p)
+        if name == "rehearse":
+            p.add_argument(
+                "--stack",
+                "-s",
+                metavar="NAME",
+                action=_Once,
+                help="the project's stack: whose Pulumi.<stack>.yaml config to use and whose "
+                "name to deploy under (default: the project's only stack file, else dev); give "
+                "it once",
+            )
+            rehearse.add_arguments(p)
     return parser
 
 

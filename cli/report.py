@@ -47,13 +47,14 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
         "AWS": "AWS",
     }.get(summary["target"], summary["target"])
     print(f"\n{summary['operation']} {summary['environment']}  [{where}]")
-    header = f"{'stack':<11} {'status':<10} {'+':>3} {'~':>3} {'+-':>3} {'-':>3} {'=':>3} {'secs':>7}  note"
+    wide = max([11, *(len(s["stack"]) for s in summary["stacks"])])  # a rehearsed project's name
+    header = f"{'stack':<{wide}} {'status':<10} {'+':>3} {'~':>3} {'+-':>3} {'-':>3} {'=':>3} {'secs':>7}  note"
     print(header)
     print("-" * len(header))
     for s in summary["stacks"]:
         c = s["changes"]
         print(
-            f"{s['stack']:<11} {s['status']:<10} {c['create']:>3} {c['update']:>3} {c['replace']:>3} "
+            f"{s['stack']:<{wide}} {s['status']:<10} {c['create']:>3} {c['update']:>3} {c['replace']:>3} "
             f"{c['delete']:>3} {c['same']:>3} {s['duration_s']:>7.2f}  {one_line(s['note'], 110)}"
         )
     for s in summary["stacks"]:

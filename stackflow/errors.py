@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 ECHO_MAX = 60  # the longest piece of a user's input an error message repeats
 
 
@@ -55,6 +57,29 @@ class OperationCancelled(StackError):
 
 class PlanChanged(PermanentStackError):
     """What an approval covered no longer matches what the stack would do: it changed meanwhile."""
+
+
+class UnservedTypes(PermanentStackError):
+    """A program uses resource types or functions the local cloud does not serve; a survey
+    preview found every one of them before anything was created."""
+
+    def __init__(self, stack: str, resources: Iterable[str], functions: Iterable[str] = ()) -> None:
+        self.resources = tuple(sorted(set(resources)))
+        self.functions = tuple(sorted(set(functions)))
+        parts = [
+            f"{_counted(len(names), noun)} {', '.join(names)}"
+            for names, noun in ((self.resources, "resource type"), (self.functions, "function"))
+            if names
+        ]
+        super().__init__(
+            stack,
+            f"the local cloud does not serve the {' and the '.join(parts)} that the program "
+            "uses; a preview found every one of them before anything was created",
+        )
+
+
+def _counted(count: int, noun: str) -> str:
+    return noun if count == 1 else f"{count} {noun}s"
 
 
 class MissingOutputError(StackError, KeyError):

@@ -238,6 +238,7 @@ WITHHELD_NAMES = frozenset(
         "PREFECT_API_AUTH_STRING",
         "PREFECT_API_KEY",
         "PULUMI_CONFIG_PASSPHRASE",
+        "PULUMI_CONFIG_PASSPHRASE_FILE",  # a rehearsed project's, never the engine's own
         "PULUMI_ACCESS_TOKEN",
     }
 )

@@ -108,7 +108,8 @@ class Board:
             self.started = time.monotonic()
             self.title = f"{event.operation} {event.environment}  [{event.target}]"
             self.flow_run_id = event.flow_run_id
-            self.would = event.operation in ("plan", "preview", "drift")
+            # the last word: `rehearse preview` only looks too
+            self.would = event.operation.split()[-1] in ("plan", "preview", "drift")
             return [f"{self.title}: {', '.join(event.nodes)}"]
         if isinstance(event, ResourcesDeclared):
             node = self.nodes.setdefault(event.node, _Node())

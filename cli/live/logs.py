@@ -44,8 +44,11 @@ def routed_logs(log_file: Path, echo: Callable[[str], None] | None = None) -> It
     """Inside, log lines that Prefect would print (its own, the flow's and tasks', Pulumi's output
     through them, warnings) go to `log_file`, and to `echo` when given (-v); Prefect's console
     handlers print nothing. Lines still reach the Prefect server as before."""
-    from prefect.logging.handlers import PrefectConsoleHandler
+    import sys
 
+    # Prefect's console handlers exist only once Prefect is imported (a rehearsal never does).
+    prefect_handlers = sys.modules.get("prefect.logging.handlers")
+    console = getattr(prefect_handlers, "PrefectConsoleHandler", None)
     formatter = logging.Formatter(
         "%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s", "%H:%M:%S"
     )
@@ -66,7 +69,7 @@ def routed_logs(log_file: Path, echo: Callable[[str], None] | None = None) -> It
     removed: list[tuple[logging.Logger, logging.Handler]] = []
     for logger in loggers:
         for handler in list(logger.handlers):
-            if isinstance(handler, PrefectConsoleHandler):
+            if console is not None and isinstance(handler, console):
                 logger.removeHandler(handler)
                 removed.append((logger, handler))
     root = logging.getLogger()

@@ -48,7 +48,9 @@ class StackSpec:
     """A stack to act on: Pulumi project and stack names, its program and its config.
 
     `node` is the graph's name for it (networking, database, app); Pulumi's project is
-    `<project>-<node>` and its stack name is the environment.
+    `<project>-<node>` and its stack name is the environment. A Pulumi project of its own (one
+    `rehearse` runs) keeps the name its Pulumi.yaml gives (`pulumi_name`), so its program's
+    `pulumi.Config()` and `get_project()` read what they would under `pulumi up`.
     """
 
     project: str
@@ -56,14 +58,17 @@ class StackSpec:
     node: str
     program: ProgramFn = field(compare=False, repr=False)
     config: Mapping[str, ConfigValue] = field(default_factory=dict, compare=False)
+    pulumi_name: str = ""
 
     @property
     def pulumi_project(self) -> str:
-        return f"{self.project}-{self.node}"
+        return self.pulumi_name or f"{self.project}-{self.node}"
 
     @property
     def label(self) -> str:
-        """How people name it: environment/node."""
+        """How people name it: environment/node (a project of its own: project/stack)."""
+        if self.pulumi_name:
+            return f"{self.pulumi_name}/{self.environment}"
         return f"{self.environment}/{self.node}"
 
 
@@ -271,6 +276,11 @@ class Engine(Protocol):
             PermanentStackError: a retry will not help; the message names the stack.
             OperationCancelled: `cancel` was called while it ran.
         """
+        ...
+
+    def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
+        """Preview one stack; on the local cloud, naming every resource type and function it does
+        not serve (UnservedTypes), not only the first; nothing is created."""
         ...
 
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:

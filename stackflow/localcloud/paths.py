@@ -9,6 +9,8 @@ Everything lives under the cloud root, `<state_dir>/localcloud`:
     passphrase      0600, generated once: local-cloud Pulumi passphrase and journal key
     dataplane/      the data plane's databases, addresses and snapshots
     pulumi-home/    PULUMI_HOME of local-cloud runs
+    surveys/        what a survey preview's plugins found unserved (a file per preview, removed
+                    once read)
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ def dataplane_dir(root: Path) -> Path:
 
 def pulumi_home(root: Path) -> Path:
     return root / "pulumi-home"
+
+
+def surveys_dir(root: Path) -> Path:
+    return root / "surveys"
 
 
 def passphrase(root: Path) -> str:

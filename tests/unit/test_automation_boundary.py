@@ -97,6 +97,7 @@ class FakeWorkspace:
     pulumi: FakePulumi
     plugins: list[tuple[str, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    env_vars: dict[str, str] = field(default_factory=dict)
 
     def install_plugin(self, name: str, version: str, kind: str = "resource") -> None:
         self.plugins.append((name, version))
@@ -138,6 +139,9 @@ class FakeStack:
 
     def set_all_config(self, config: dict[str, auto.ConfigValue]) -> None:
         self.calls.append(("set_all_config", {"config": config}))
+
+    def remove_all_config(self, keys: list[str]) -> None:
+        self.calls.append(("remove_all_config", {"keys": keys}))
 
     def up(self, **kwargs: Any) -> auto.UpResult:
         self._operate("up", kwargs)
@@ -315,6 +319,25 @@ def test_boundary_get_engine_builds_the_automation_engine_lazily(settings: Setti
 
 
 # --- stack selection and workspace --------------------------------------------------------------
+
+
+def test_boundary_config_keys_the_spec_no_longer_has_are_removed(
+    engine: AutomationEngine, fake: FakePulumi
+) -> None:
+    """A value taken out of a rehearsed project's stack file does not linger in the copy of the
+    stack's config in stackflow's workspace (read from that file, without a `pulumi`)."""
+    stack_spec = spec(**{"p:kept": ConfigValue("1")})
+    work_dir = engine.ws.work_dir(stack_spec)
+    work_dir.mkdir(parents=True)
+    (work_dir / "Pulumi.dev.yaml").write_text(
+        "encryptionsalt: v1:x\nconfig:\n  p:kept: '0'\n  p:gone: x\n  aws:profile: old\n"
+    )
+    engine.run(Operation.PREVIEW, stack_spec, Listener())
+    stack = fake.stacks["dev"]
+    assert stack.method_calls("remove_all_config") == [{"keys": ["p:gone", "aws:profile"]}]
+    (work_dir / "Pulumi.dev.yaml").write_text("config:\n  p:kept: '1'\n")
+    engine.run(Operation.PREVIEW, stack_spec, Listener())
+    assert len(stack.method_calls("remove_all_config")) == 1  # nothing stale: no call
 
 
 def test_boundary_org_qualified_stack_on_pulumi_cloud(tmp_path: Path, fake: FakePulumi) -> None:

@@ -288,3 +288,15 @@ def test_a_bad_option_starts_no_prefect_server(
     assert stopped.value.code == exits.USAGE
     assert "out of range" in capsys.readouterr().err
     assert not StateLayout(Path(machine["STACKFLOW_STATE_DIR"])).prefect.exists()
+
+
+def test_rehearse_takes_a_stack_once_and_either_preview_or_destroy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`rehearse` names its project's stack (--stack), not an environment (--env)."""
+    assert "--stack given twice" in refused(["rehearse", "p", "-s", "dev", "--stack", "x"], capsys)
+    line = refused(["rehearse", "p", "--preview", "--destroy"], capsys)
+    assert "not allowed with argument --preview" in line
+    assert "unrecognized arguments: --env" in refused(["rehearse", "p", "--env", "dev"], capsys)
+    args = build_parser().parse_args(["rehearse", "proj", "--json"])
+    assert (args.stack, args.cloud, args.preview, args.destroy) == (None, None, False, False)

@@ -24,6 +24,7 @@ from stackflow.engine.automation.failures import stale_lock_advice
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.stackstate import exported_state, read_state
+from stackflow.engine.automation.survey import survey_preview
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import (
     Fence,
@@ -189,7 +190,7 @@ class AutomationEngine:
             f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
             f"(backend {self.ws.backend_url})"
         )
-        stack.set_all_config(self.ws.config(spec))
+        self.ws.set_config(stack, spec)
         program = pulumi_program(
             spec.program,
             listener.declared,
@@ -260,6 +261,15 @@ class AutomationEngine:
             engine=self.name,
             resource_changes=tuple(planned.values()),
         )
+
+    def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
+        """A preview that names every type and function the local cloud does not serve, not
+        just the first (see `survey.survey_preview`); on AWS a plain preview.
+
+        Raises:
+            UnservedTypes: naming each of them; nothing was created. Otherwise as `run`.
+        """
+        return survey_preview(self, spec, listener)
 
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
         """The stack's outputs from its last update ({} if the stack does not exist).

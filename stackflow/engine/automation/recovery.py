@@ -45,7 +45,7 @@ def recover(
         f"stack {spec.label} has {len(pending)} pending operations left by an interrupted "
         "update; clearing them with a refresh --clear-pending-creates"
     )
-    stack.set_all_config(ws.config(spec))
+    ws.set_config(stack, spec)
     with running_on(spec, stack):
         stack.refresh(
             clear_pending_creates=True,

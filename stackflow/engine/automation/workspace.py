@@ -5,8 +5,10 @@ command gets in its environment, one LocalWorkspace folder per stack, the stacks
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from importlib.metadata import version as package_version
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -41,6 +43,7 @@ class Workspaces:
         self._stacks: dict[str, auto.Stack] = {}
         self._reader: CheckpointReader | None = None
         self._stack_locks: dict[str, threading.Lock] = {}
+        self._surveys: dict[str, Path] = {}  # stack label -> its survey file, while surveying
         self._known_secrets: set[str] = set(settings.secret_values())
         self.redactor = Redactor(self._known_secrets)
         self.passphrase = state_passphrase(settings)
@@ -175,7 +178,40 @@ class Workspaces:
         )
 
     def stack(self, spec: StackSpec, *, create: bool) -> auto.Stack | None:
-        """The cached stack, else create-or-select it (create) or select it (None if missing)."""
+        """The cached stack, else create-or-select it (create) or select it (None if missing);
+        its commands take part in a survey while `surveying` says so."""
+        found = self._stack(spec, create=create)
+        if found is not None:
+            with self._guard:
+                survey = self._surveys.get(spec.label)
+            from stackflow.localcloud.plugin.survey import SURVEY_ENV
+
+            env = {k: v for k, v in found.workspace.env_vars.items() if k != SURVEY_ENV}
+            if survey is not None:
+                env[SURVEY_ENV] = str(survey)
+            found.workspace.env_vars = env
+        return found
+
+    @contextlib.contextmanager
+    def surveying(self, spec: StackSpec) -> Iterator[Path]:
+        """Inside, the stack's `pulumi` commands run with the local cloud's plugins in survey mode
+        (see `stackflow.localcloud.plugin.survey`), writing to the file yielded; it is removed
+        on the way out."""
+        from stackflow.localcloud.paths import surveys_dir
+
+        folder = surveys_dir(self.settings.localcloud_root)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{uuid.uuid4().hex}.tsv"
+        with self._guard:
+            self._surveys[spec.label] = path
+        try:
+            yield path
+        finally:
+            with self._guard:
+                self._surveys.pop(spec.label, None)
+            path.unlink(missing_ok=True)
+
+    def _stack(self, spec: StackSpec, *, create: bool) -> auto.Stack | None:
         with self._guard:
             lock = self._stack_locks.setdefault(spec.label, threading.Lock())
         with lock:
@@ -218,6 +254,27 @@ class Workspaces:
                 listener.line(f"installing the {plugin} provider plugin {wanted} (once per engine)")
                 workspace.install_plugin(plugin, wanted)
             self._plugins_ready = True
+
+    def set_config(self, stack: auto.Stack, spec: StackSpec) -> None:
+        """Make the stack's config the spec's: every value set, and the keys the spec no longer
+        has removed (a value taken out of a rehearsed project's stack file must not linger)."""
+        wanted = self.config(spec)
+        stack.set_all_config(wanted)
+        stale = [key for key in self._config_keys(spec) if key not in wanted]
+        if stale:
+            stack.remove_all_config(stale)
+
+    def _config_keys(self, spec: StackSpec) -> list[str]:
+        """The keys of the stack's settings file in its workspace, read without `pulumi`."""
+        import yaml  # type: ignore[import-untyped]
+
+        path = self.work_dir(spec) / f"Pulumi.{spec.environment}.yaml"
+        try:
+            found = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            return []
+        config = found.get("config") if isinstance(found, dict) else None
+        return [str(key) for key in config] if isinstance(config, dict) else []
 
     @staticmethod
     def config(spec: StackSpec) -> dict[str, auto.ConfigValue]:

@@ -5,7 +5,8 @@ Nothing in here names a resource type: each call looks its type token up in the 
 against the old inputs with the force-new inputs of the entry, unknown computed outputs in
 previews, refresh as an overlay of what the cloud shows on what the state holds, and the knobs
 (latency, faults) that the cloud server hands out (faults.py). AWS's refusals go back in
-pulumi-aws's words (awserrors.py).
+pulumi-aws's words (awserrors.py). In a survey preview (survey.py), a type or function the registry
+does not serve is written down and answered with what the program gave, so the preview goes on.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from stackflow.localcloud.plugin.rules import (
     with_auto_name,
     with_defaults,
 )
+from stackflow.localcloud.plugin.survey import FUNCTION, RESOURCE, Survey
 from stackflow.localcloud.registry import UNKNOWN, Props, Registry, ResourceType
 from stackflow.localcloud.wire import from_struct, to_struct
 
@@ -49,6 +51,7 @@ class ProviderServicer:
         self._region = DEFAULT_REGION
         self._service = threading.local()
         self._control: bool | None = None
+        self.survey = Survey.from_environment()
 
     # -- plumbing --
 
@@ -76,6 +79,16 @@ class ProviderServicer:
         except Exception as exc:
             service = getattr(self._service, "current", self.package.upper())
             self._abort(context, grpc.StatusCode.UNKNOWN, aws_error_text(exc, service, verb, what))
+
+    def _surveyed(self, kind: str, token: str) -> bool:
+        """In a survey preview: whether `token` is unserved (then it is written down)."""
+        if self.survey is None:
+            return False
+        served = self.registry.resources if kind == RESOURCE else self.registry.functions
+        if token in served:
+            return False
+        self.survey.record(kind, token)
+        return True
 
     @staticmethod
     def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, text: str) -> NoReturn:
@@ -154,6 +167,8 @@ class ProviderServicer:
         from pulumi.runtime.proto import provider_pb2
 
         fn = self.registry.functions.get(request.tok)
+        if fn is None and self._surveyed(FUNCTION, request.tok):
+            return provider_pb2.InvokeResponse()  # an empty result: the program goes on
         if fn is None:
             self._abort(
                 context,
@@ -172,7 +187,9 @@ class ProviderServicer:
     def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        rtype = self._type(context, request.type or request.urn.split("::")[2])
+        if self._surveyed(RESOURCE, _token(request)):
+            return provider_pb2.CheckResponse(inputs=request.news)
+        rtype = self._type(context, _token(request))
         olds, news = from_struct(request.olds), from_struct(request.news)
         seed = bytes(request.randomSeed) or request.urn.encode()
         news = with_auto_name(rtype, olds, news, seed, request.name or logical_name(request.urn))
@@ -182,7 +199,9 @@ class ProviderServicer:
     def Diff(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        rtype = self._type(context, request.type or request.urn.split("::")[2])
+        if self._surveyed(RESOURCE, _token(request)):
+            return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_NONE)
+        rtype = self._type(context, _token(request))
         olds = from_struct(request.old_inputs) if request.HasField("old_inputs") else {}
         if not olds:
             olds = from_struct(request.olds)
@@ -213,7 +232,9 @@ class ProviderServicer:
     def Create(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        rtype = self._type(context, request.type or request.urn.split("::")[2])
+        if request.preview and self._surveyed(RESOURCE, _token(request)):
+            return provider_pb2.CreateResponse(id="", properties=request.properties)
+        rtype = self._type(context, _token(request))
         inputs = from_struct(request.properties)
         if request.preview:
             unknown = {key: UNKNOWN for key in rtype.computed if key not in inputs}
@@ -232,7 +253,11 @@ class ProviderServicer:
     def Read(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        rtype = self._type(context, request.type or request.urn.split("::")[2])
+        if self._surveyed(RESOURCE, _token(request)):  # `Resource.get` in a survey preview
+            return provider_pb2.ReadResponse(
+                id=request.id, properties=request.properties, inputs=request.inputs
+            )
+        rtype = self._type(context, _token(request))
         state, inputs = from_struct(request.properties), from_struct(request.inputs)
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
@@ -255,7 +280,9 @@ class ProviderServicer:
     def Update(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        rtype = self._type(context, request.type or request.urn.split("::")[2])
+        if request.preview and self._surveyed(RESOURCE, _token(request)):
+            return provider_pb2.UpdateResponse(properties=request.news)
+        rtype = self._type(context, _token(request))
         olds, news = from_struct(request.olds), from_struct(request.news)
         old_inputs = from_struct(request.old_inputs) if request.HasField("old_inputs") else {}
         kept = {k: v for k, v in olds.items() if k not in old_inputs and k not in news}
@@ -273,7 +300,7 @@ class ProviderServicer:
         return provider_pb2.UpdateResponse(properties=to_struct({**kept, **news, **computed}))
 
     def Delete(self, request: Any, context: grpc.ServicerContext) -> Any:
-        rtype = self._type(context, request.type or request.urn.split("::")[2])
+        rtype = self._type(context, _token(request))
         state = from_struct(request.properties)
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
@@ -289,3 +316,8 @@ class ProviderServicer:
             return self.registry.resource(token)
         except NotImplementedError as exc:
             self._abort(context, grpc.StatusCode.UNIMPLEMENTED, str(exc))
+
+
+def _token(request: Any) -> str:
+    """The type token of a resource request (older engines send only the URN)."""
+    return str(request.type or request.urn.split("::")[2])

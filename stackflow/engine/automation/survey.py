@@ -1,0 +1,55 @@
+"""The survey preview: one preview that names every resource type and function the local cloud
+does not serve, instead of stopping at the first.
+
+The local cloud's plugins refuse an unserved type in Check, and the engine then abandons the
+whole preview; so while a survey runs, the plugins write each unserved token down and answer with
+what the program gave (an unserved function: an empty result), and the preview goes on to its
+end. Nothing is created: a preview creates nothing, and an update never runs in survey mode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackflow.engine.base import Listener, Operation, OperationResult, StackSpec
+from stackflow.errors import OperationCancelled, StackError, UnservedTypes
+
+if TYPE_CHECKING:
+    from stackflow.engine.automation.engine import AutomationEngine
+
+
+def survey_preview(
+    engine: AutomationEngine, spec: StackSpec, listener: Listener
+) -> OperationResult:
+    """Preview `spec`; on the local cloud, as a survey (on AWS a plain preview: the real
+    provider serves every type).
+
+    Raises:
+        UnservedTypes: naming every unserved type and function the preview met (also when the
+            preview failed afterwards, on what an unserved function's empty result led to).
+        As `engine.run` otherwise.
+    """
+    if not engine.ws.local:
+        return engine.run(Operation.PREVIEW, spec, listener)
+    from stackflow.localcloud.plugin.survey import FUNCTION, RESOURCE, read_survey
+
+    failure: StackError | None = None
+    result: OperationResult | None = None
+    with engine.ws.surveying(spec) as survey:
+        try:
+            result = engine.run(Operation.PREVIEW, spec, listener)
+        except OperationCancelled:
+            raise
+        except StackError as exc:
+            failure = exc
+        found = read_survey(survey)
+    if found:
+        resources = [token for kind, token in found if kind == RESOURCE]
+        functions = [token for kind, token in found if kind == FUNCTION]
+        if failure is not None:
+            listener.line(f"the survey preview then failed: {failure.reason}")
+        raise UnservedTypes(spec.label, resources, functions)
+    if failure is not None:
+        raise failure
+    assert result is not None
+    return result
