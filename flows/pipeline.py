@@ -10,18 +10,14 @@ what belongs to it (state folder, credentials). Parameters carry no secrets.
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator
 from enum import Enum
 from typing import Annotated, Any, Literal
 
 from prefect import Flow, flow
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from flows.approval import end_state
-from flows.gate import gated_up, planners, previewed_migrations
-from flows.scope import check_scope
+from flows.operation import EnvironmentName, PipelineRequest, run_pipeline
 from flows.summary import (
     ApprovalExpired,
     ApprovalRejected,
@@ -31,38 +27,11 @@ from flows.summary import (
     PipelineSummary,
     RunInterrupted,
     RunStopped,
-    current_flow_run_id,
-    flow_run_url,
-    publish,
-    publish_status,
 )
-from flows.walk import announce_phase, build_context, retry_delays, steps_of, walk_graph
+from flows.walk import build_context, retry_delays
 from graph import GRAPH
-from stackflow.backends import mask_url
 from stackflow.engine import Operation
-from stackflow.environments import (
-    check_cloud,
-    forget,
-    read,
-    record_attempt,
-    record_outcome,
-    records_of,
-)
-from stackflow.errors import SettingsError, StackflowError
-from stackflow.gitops.git import project_commit
-from stackflow.graph import bare_spec
-from stackflow.progress import NodeState
-from stackflow.records import Records
-from stackflow.settings import Settings, get_settings, validate_environment_name
-from stackflow.status.records import (
-    Outcome,
-    end_run,
-    forget_environment,
-    record_outcomes,
-    record_run,
-)
-from tasks.context import RunContext
-from tasks.limits import SlotWaitCancelled, environment_slot
+from stackflow.errors import SettingsError
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",
@@ -88,13 +57,6 @@ __all__ = [  # what callers import from here, wherever it is defined
 # The UI renders an enum as a pick list; its members come from the graph, declared once.
 StackName = Enum("StackName", {name: name for name in GRAPH.order()}, type=str)  # type: ignore[misc]
 
-EnvironmentName = Annotated[
-    str,
-    AfterValidator(validate_environment_name),
-    Field(
-        description="Environment: lowercase, DNS-safe, <= 20 characters (dev, staging, prod, pr-123)."
-    ),
-]
 Cloud = Annotated[
     Literal["local", "aws"] | None,
     Field(
@@ -108,229 +70,6 @@ Stacks = Annotated[
         description="Run only these stacks; what they need from upstream is read from state. Empty: all."
     ),
 ]
-
-
-class PipelineRequest(BaseModel):
-    """A validated request to run one operation over an environment."""
-
-    model_config = ConfigDict(frozen=True)
-
-    environment: EnvironmentName = "dev"
-    cloud: Literal["local", "aws"] | None = Field(
-        None, description="Where to deploy; None: what the environment's file says."
-    )
-    operation: Operation = Operation.UP
-    stacks: list[str] = Field(default_factory=list, description="Targeted stacks; empty means all.")
-    force: bool = Field(
-        False, description="Run `up` even on stacks whose fingerprint is unchanged."
-    )
-    confirm: bool = Field(False, description="Confirm destroying a protected (prod) environment.")
-
-
-def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> PipelineSummary:
-    """Run one operation over the graph inside the current flow run.
-
-    In a protected environment ([approval] required in its file; default: the prod kind) an
-    `up` first builds the combined plan and waits for its approval (see `flows.gate.gated_up`).
-
-    Raises:
-        ConfirmationRequired: destroy of a protected environment without `confirm`.
-        PipelineFailed: a node failed; names it and the reason.
-        DriftDetected: a drift check found differences.
-        ApprovalRejected, ApprovalExpired: the plan was rejected, or not decided in time.
-        RunInterrupted: the run was interrupted (Ctrl-C at the command line running it).
-    """
-    check_scope(request.environment)  # a deployment acts on its own environment only
-    settings = settings or run_settings(request)
-    settings.state.check()  # this machine's state folder: usable, or named with what to do
-    op = request.operation
-    if op is Operation.DESTROY:
-        settings.confirm_destroy(request.confirm)
-    records = records_of(settings)
-    check_cloud(settings, records)
-    ctx = build_context(settings, records=records)
-    selected = ctx.graph.select(request.stacks)
-    if op in (Operation.DRIFT, Operation.DESTROY, Operation.REFRESH):
-        ensure_known(ctx, records)
-    if op is Operation.DESTROY:
-        for name in selected:
-            guard = ctx.graph[name].destroy_guard
-            if guard is not None:
-                guard(settings)
-    nodes = steps_of(ctx.graph, op, selected)
-    ctx.commit = project_commit(settings.project_dir)
-    run_id = current_flow_run_id()
-    summary = PipelineSummary(
-        settings.environment,
-        op.value,
-        ctx.engine.name,
-        target=settings.target_label,
-        ui_url=flow_run_url(),
-        settings=settings.source.as_dict(),
-        commit=ctx.commit,
-    )
-    started = time.monotonic()
-    created_record = False
-    if op is Operation.UP:
-        # before anything is created: an environment whose first deploy fails half-way is
-        # still known (and an ephemeral one cleaned up once its TTL has passed)
-        created_record = record_attempt(records, settings)
-    changing = op in (Operation.UP, Operation.REFRESH, Operation.DESTROY)
-    stacks = [n for n in nodes if n in ctx.graph.stacks]
-
-    def turn() -> contextlib.AbstractContextManager[None]:
-        return _whole_environment(ctx, op, nodes)
-
-    def phase(name: str) -> None:  # what `status` shows while the run goes on
-        if changing:
-            record_run(records, settings.environment, run_id, op.value, name, stacks, ctx.commit)
-
-    phase("running")
-    try:
-        with ctx.progress.cancellable(ctx.cancel):
-            if op is Operation.UP and settings.approval_required:
-                # the environment's turn only while applying: never while a person decides
-                ended = gated_up(ctx, nodes, summary, request.force, turn, phase)
-            else:
-                announce_phase(ctx, summary, op.value, nodes)
-                with turn():
-                    ended = walk_graph(ctx, nodes, op, request.force)
-                planner = next(iter(planners(ctx, selected)), None)
-                if op is Operation.PREVIEW and planner is not None and not ended.failed:
-                    summary.migrations = previewed_migrations(ctx, ended, planner)
-    finally:
-        if changing:
-            end_run(records, settings.environment, run_id)
-    if op is not Operation.PREVIEW:
-        record_outcomes(
-            records,
-            settings.environment,
-            [
-                Outcome(o.node, o.operation, o.status, o.note)
-                for o in ended.outcomes
-                if o.node in stacks
-            ],
-            ctx.commit,
-            run_id,
-        )
-    summary.outcomes = ended.outcomes
-    summary.failed = ended.failed or (ended.invalidated or None)
-    summary.engine_calls = list(ctx.engine_calls)
-    summary.duration_s = time.monotonic() - started
-    if ended.interrupted and not summary.failed:
-        summary.stopped = "interrupted: running operations were cancelled; nothing new started"
-    publish(summary)
-    if op is Operation.UP:
-        succeeded = not (summary.failed or summary.stopped)
-        if not succeeded and created_record and not _holds_resources(ctx):
-            forget(records, settings.environment)  # a first deploy that created nothing
-        else:
-            record_outcome(records, settings, succeeded=succeeded)
-    if op is Operation.DESTROY and not request.stacks and not (summary.failed or summary.stopped):
-        forget(records, settings.environment)  # gone: it may be deployed anywhere next
-        forget_environment(records, settings.environment)
-    if op is not Operation.PREVIEW:
-        with contextlib.suppress(StackflowError):  # a report: never what decides the run
-            publish_status(records)
-    if summary.stopped:
-        raise RunInterrupted(summary.stopped, summary.as_dict())
-    if summary.failed:
-        raise PipelineFailed(summary.failed, summary.as_dict())
-    drifted = [o.node for o in summary.outcomes if o.status == "drift"]
-    if drifted:
-        raise DriftDetected(
-            f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()
-        )
-    return summary
-
-
-@contextlib.contextmanager
-def _whole_environment(ctx: RunContext, op: Operation, nodes: list[str]) -> Iterator[None]:
-    """Runs that change an environment take turns for all of it (see `environment_slot`)."""
-    if op not in (Operation.UP, Operation.DESTROY, Operation.REFRESH):
-        yield
-        return
-    from prefect.logging import get_run_logger
-
-    logger = get_run_logger()
-
-    def waiting(why: str) -> None:
-        logger.info("waiting: %s", why)
-        for node in nodes:
-            ctx.publish(node, NodeState.WAITING, detail=why)
-
-    try:
-        slot = environment_slot(
-            ctx.settings.state.holders,
-            ctx.settings.environment,
-            waiting,
-            cancelled=lambda: ctx.progress.cancelled,
-        )
-        slot.__enter__()
-    except SlotWaitCancelled:
-        raise RunInterrupted(
-            f"interrupted while waiting for another run of {ctx.settings.environment}: "
-            "nothing was started"
-        ) from None
-    try:
-        yield
-    finally:
-        slot.__exit__(None, None, None)
-
-
-class EnvironmentNotFound(SettingsError):
-    """An operation on an environment that was never deployed (no record, no state)."""
-
-
-def ensure_known(ctx: RunContext, records: Records) -> None:
-    """Refuse drift, refresh or destroy of an environment that never existed: no record of it and
-    no stack of it in the backend (a typo must not read as "no drift").
-
-    Raises:
-        EnvironmentNotFound: naming the environment and where it looked.
-    """
-    settings = ctx.settings
-    if read(records, settings.environment) is not None:
-        return
-    for stack in ctx.graph.stacks:
-        if ctx.engine.state(bare_spec(settings, stack)) is not None:
-            return
-    raise EnvironmentNotFound(
-        f"environment {settings.environment!r} was never deployed on the "
-        f"{settings.target_label}: no record of it in {records.where} and no stack of it in the "
-        f"backend {mask_url(settings.resolved_backend_url)}. Check the name; `up` deploys it. "
-        "Nothing was changed."
-    )
-
-
-# A stack's state always holds its root stack resource and its default provider.
-_BOOKKEEPING_RESOURCES = 2
-
-
-def _holds_resources(ctx: RunContext) -> bool:
-    """Whether any stack of the environment holds a resource in the backend (read, no CLI)."""
-    for stack in ctx.graph.stacks:
-        try:
-            state = ctx.engine.state(bare_spec(ctx.settings, stack))
-        except StackflowError:
-            return True  # cannot tell: keep the record (cleanup will look again)
-        if state is not None and (state.resources > _BOOKKEEPING_RESOURCES or state.pending):
-            return True
-    return False
-
-
-def run_settings(request: PipelineRequest) -> Settings:
-    """The settings a flow run acts on: the environment's file in this project, this machine's
-    variables. A variable that names an environment setting is ignored (a file decides what an
-    environment deploys), and the run's log says so."""
-    settings = get_settings(request.environment, request.cloud, strict=False)
-    if settings.source.ignored:
-        from prefect.logging import get_run_logger
-
-        logger = get_run_logger()
-        for line in settings.source.ignored:
-            logger.warning("ignored: %s", line)
-    return settings
 
 
 def _run(request: PipelineRequest) -> Any:
