@@ -72,8 +72,17 @@ def record_outcomes(
             "note": o.note[:500],
         }
 
-        def change(value: dict[str, Any] | None, last: dict[str, Any] = last) -> dict[str, Any]:
-            new = {**(value or {}), "last": last}
+        def change(
+            value: dict[str, Any] | None, last: dict[str, Any] = last
+        ) -> dict[str, Any] | None:
+            current = value or {}
+            before, ok = current.get("last") or {}, current.get("succeeded") or {}
+            if last["status"] == "unchanged" and ok.get("commit") == last["commit"]:
+                # a skip: the stack is as its last success at this commit left it
+                if before.get("result") == "ok" and before.get("commit") == last["commit"]:
+                    return None  # nothing new to record
+                return {**current, "last": last}
+            new = {**current, "last": last}
             if last["result"] == "ok" and last["operation"] in CHANGING:
                 new["succeeded"] = last
             return new

@@ -608,7 +608,8 @@ def _file(deployed: Deployed, case: Case) -> dict[str, Any] | None:
 
 
 # What a failed attempt may change: the environment's record notes it (status "failed", so
-# `status` can tell the environment is not what its file says); nothing else.
+# `status` can tell the environment is not what its file says), and so do the records of the
+# stacks it failed on (their last operation); nothing else.
 _ATTEMPT_FIELDS = {"status", "stackflow"}
 
 
@@ -629,6 +630,15 @@ def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[Histor
         )
         assert after_value["status"] in ("deployed", "failed"), after_value
         changed.remove(record)
+    # `status` notes a stack's failed attempt (or a skip after one) as its last operation; its
+    # last success stays
+    for stack_record in [c for c in changed if c.startswith(f"records/stacks/{ENVIRONMENT}/")]:
+        assert stack_record in files and stack_record in after, stack_record
+        before_value = json.loads(files[stack_record])["value"]
+        after_value = json.loads(after[stack_record])["value"]
+        assert after_value["succeeded"] == before_value["succeeded"], stack_record
+        assert after_value["last"]["status"] in ("failed", "unchanged"), after_value
+        changed.remove(stack_record)
     assert not changed, f"the state folder changed: {changed}"
     assert schema_history(deployed.db) == history, "the schema history changed"
 

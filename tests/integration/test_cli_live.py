@@ -184,7 +184,7 @@ def test_a_bug_prints_its_traceback_and_where_to_report_it(
 ) -> None:
     """An error stackflow does not expect (here a TypeError planted in the pipeline) is the one
     case with a traceback: exit 70, the traceback, and a line saying it is a bug and what to send."""
-    import flows.pipeline
+    import flows.operation
     from cli.main import main
 
     for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
@@ -195,7 +195,7 @@ def test_a_bug_prints_its_traceback_and_where_to_report_it(
     def broken(*_: Any, **__: Any) -> None:
         raise TypeError("planted for the test")
 
-    monkeypatch.setattr(flows.pipeline, "walk_graph", broken)
+    monkeypatch.setattr(flows.operation, "walk_graph", broken)
     code = main(["up", "--env", unique("dev"), "--stacks", "networking"])
     err = capsys.readouterr().err
     assert code == exits.BUG, err
