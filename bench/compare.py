@@ -46,19 +46,17 @@ from benchkit import (
     PYTHON,
     ROOT,
     SAMPLE_S,
-    Run,
-    Session,
-    critical_path_s,
     figure,
     median,
     merge_results,
-    run_measured,
     run_metadata,
     say,
-    session,
     table,
     workdir,
 )
+from critical import critical_path_s
+from sampling import Run, run_measured
+from sessions import Session, session
 
 # Seconds per resource operation on the local cloud, in the proportions AWS shows (an RDS instance
 # takes minutes, a load balancer and an ECS service a few, a NAT gateway one or two, the VPC and
