@@ -32,6 +32,8 @@ from pydantic import SecretStr
 from stackflow.engine import Engine, Listener, Operation, StackSpec, get_engine
 from stackflow.engine.automation import AutomationEngine, pulumi_program
 from stackflow.engine.automation.command import RunningCommands, find_pulumi_cli
+from stackflow.engine.automation.known import KnownStack
+from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import ConfigValue, ResourceEvent
 from stackflow.engine.classify import classify, is_transient_error
 from stackflow.errors import (
@@ -108,12 +110,12 @@ class FakeWorkspace:
         self.removed.append(stack_name)
 
 
-class FakeStack:
-    """Answers like auto.Stack: calls on_output / on_event, returns the SDK's result classes."""
+class FakeStack(KnownStack):
+    """Answers like the engine's stacks (the SDK's `Stack`, adopted as a `KnownStack`): calls
+    on_output / on_event, returns the SDK's result classes."""
 
     def __init__(self, name: str, workspace: FakeWorkspace) -> None:
-        self.name = name
-        self.workspace = workspace
+        super().__init__(name, workspace)  # type: ignore[arg-type]
         self.pulumi = workspace.pulumi
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.cancelled = threading.Event()
@@ -234,7 +236,11 @@ def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, fake_cli: Path) -> FakePulumi:
+    """The SDK stands in for the CLI and for the backend: the engine reads no checkpoint itself
+    (as on Pulumi Cloud), so stacks are opened, their pending operations and outputs read, through
+    the SDK's calls this fake answers. Reading checkpoints is the real engine's, on the local cloud."""
     recorder = FakePulumi()
+    monkeypatch.setattr(Workspaces, "reads_checkpoints", property(lambda _self: False))
     monkeypatch.setattr(auto, "create_or_select_stack", recorder.create_or_select_stack)
     monkeypatch.setattr(auto, "select_stack", recorder.select_stack)
     return recorder

@@ -50,6 +50,9 @@ from stackflow.settings import Settings
 
 T = TypeVar("T")
 
+# What Pulumi's update history calls each operation (the summary an operation's events end with).
+_SUMMARY_KIND = {Operation.UP: "update", Operation.REFRESH: "refresh", Operation.DESTROY: "destroy"}
+
 # Cloud and self-managed backends answer `pulumi cancel` with nothing running in these words.
 _NOTHING_TO_CANCEL = ("no update in progress", "has never been updated", "already completed")
 
@@ -189,7 +192,7 @@ class AutomationEngine:
             f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
             f"(backend {self.ws.backend_url})"
         )
-        stack.set_all_config(self.ws.config(spec))
+        self.ws.set_config(stack, spec)
         program = pulumi_program(
             spec.program,
             listener.declared,
@@ -198,8 +201,11 @@ class AutomationEngine:
         )
 
         planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
+        stack.expect()
+        kind = _SUMMARY_KIND.get(operation, operation.value)
 
         def on_event(event: EngineEvent) -> None:
+            stack.observe(event, kind)  # its summary answers the SDK's `info()`, no process
             converted = resource_event(event, spec, operation)
             if converted is not None:
                 listener.event(converted)
