@@ -36,6 +36,7 @@ from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import ConfigValue, ResourceEvent
 from stackflow.engine.classify import classify, is_transient_error
+from stackflow.engine.deferred import DeferredEngine
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
@@ -315,9 +316,11 @@ def test_boundary_versions_name_sdk_plugins_and_cli(engine: AutomationEngine) ->
 
 
 def test_boundary_get_engine_builds_the_automation_engine_lazily(settings: Settings) -> None:
-    engine = get_engine(settings)  # no CLI needed until first use
-    assert isinstance(engine, AutomationEngine) and isinstance(engine, Engine)
-    assert engine.name == "automation"
+    engine = get_engine(settings)  # no CLI, no Pulumi SDK needed until first use
+    assert isinstance(engine, DeferredEngine) and isinstance(engine, Engine)
+    assert engine.name == "automation" and engine.built is None
+    assert engine.versions()["pulumi-sdk"] == version("pulumi") and engine.built is None
+    assert isinstance(engine.engine(), AutomationEngine) and engine.built is engine.engine()
 
 
 # --- stack selection and workspace --------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,8 +37,8 @@ from stackflow.engine.base import (
 )
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
+from stackflow.engine.deferred import engine_versions
 from stackflow.errors import (
-    EngineUnavailable,
     OperationCancelled,
     PermanentStackError,
     StackError,
@@ -378,15 +377,4 @@ class AutomationEngine:
 
     def versions(self) -> dict[str, str]:
         """SDK, plugin and (when the CLI is found) CLI versions; part of every fingerprint."""
-        found = {
-            "engine": self.name,
-            "cloud": self.cloud,
-            "pulumi-sdk": package_version("pulumi"),
-            "pulumi-aws": package_version("pulumi-aws"),
-            "pulumi-random": package_version("pulumi-random"),
-        }
-        with contextlib.suppress(EngineUnavailable):
-            cli = self.ws.cli().version
-            if cli is not None:
-                found["pulumi-cli"] = str(cli)
-        return found
+        return engine_versions(self.cloud)
