@@ -111,6 +111,9 @@ class DeferredEngine:
     ) -> OperationResult:
         return self.engine().run(operation, spec, listener, plan, refresh, stamp)
 
+    def prepare(self, spec: StackSpec) -> None:
+        self.engine().prepare(spec)
+
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
         return self.engine().outputs(spec)
 

@@ -20,6 +20,7 @@ from pulumi.automation.events import EngineEvent
 from stackflow.engine.automation.changes import counts, resource_change, resource_event
 from stackflow.engine.automation.command import RunningCommands
 from stackflow.engine.automation.failures import stale_lock_advice
+from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.stackstate import exported_state, read_state
@@ -49,9 +50,6 @@ from stackflow.settings import Settings
 
 T = TypeVar("T")
 
-# What Pulumi's update history calls each operation (the summary an operation's events end with).
-_SUMMARY_KIND = {Operation.UP: "update", Operation.REFRESH: "refresh", Operation.DESTROY: "destroy"}
-
 # Cloud and self-managed backends answer `pulumi cancel` with nothing running in these words.
 _NOTHING_TO_CANCEL = ("no update in progress", "has never been updated", "already completed")
 
@@ -71,6 +69,7 @@ class AutomationEngine:
         self._cancelled: set[str] = set()
         self._lock_conflicts: dict[str, int] = {}
         self._lockers: dict[str, Callable[[int], None]] = {}
+        self._opening: dict[str, threading.Lock] = {}
         self.commands.on_locking = self._locking
 
     def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:
@@ -184,14 +183,12 @@ class AutomationEngine:
         stamp: Mapping[str, Any] | None,
     ) -> OperationResult:
         watch = Stopwatch()
-        stack = self.ws.stack(spec, create=True)
-        assert stack is not None  # create_or_select returns one or raises
+        stack = self._open(spec)
         self.ws.ensure_plugins(stack.workspace, listener)
         listener.line(
             f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
             f"(backend {self.ws.backend_url})"
         )
-        self.ws.set_config(stack, spec)
         program = pulumi_program(
             spec.program,
             listener.declared,
@@ -201,10 +198,9 @@ class AutomationEngine:
 
         planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
         stack.expect()
-        kind = _SUMMARY_KIND.get(operation, operation.value)
 
         def on_event(event: EngineEvent) -> None:
-            stack.observe(event, kind)  # its summary answers the SDK's `info()`, no process
+            stack.observe(event, operation)  # its summary answers the SDK's `info()`: no process
             converted = resource_event(event, spec, operation)
             if converted is not None:
                 listener.event(converted)
@@ -265,6 +261,26 @@ class AutomationEngine:
             engine=self.name,
             resource_changes=tuple(planned.values()),
         )
+
+    def prepare(self, spec: StackSpec) -> None:
+        """Create or open the stack and set its config now, ahead of its operation (while its
+        upstream stacks run): the part that needs no upstream output. Idempotent: the operation
+        then finds both done.
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+        self._call(spec, self.ws.redactor, lambda: self._open(spec))
+
+    def _open(self, spec: StackSpec) -> KnownStack:
+        """The stack, created if missing, with its config set (one caller at a time per stack)."""
+        with self._guard:
+            opening = self._opening.setdefault(spec.label, threading.Lock())
+        with opening:
+            stack = self.ws.stack(spec, create=True)
+            assert stack is not None  # created, or the CLI raised
+            self.ws.set_config(stack, spec)
+            return stack
 
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
         """The stack's outputs from its last update ({} if the stack does not exist).

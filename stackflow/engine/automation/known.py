@@ -24,7 +24,11 @@ import pulumi.automation as auto
 from pulumi.automation._stack import StackInitMode
 from pulumi.automation.events import EngineEvent
 
+from stackflow.engine.base import Operation
+
 OutputsReader = Callable[[], auto.OutputMap | None]
+# What Pulumi's update history calls each operation (its summary event's kind).
+_KIND = {Operation.UP: "update", Operation.REFRESH: "refresh", Operation.DESTROY: "destroy"}
 
 
 class KnownStack(auto.Stack):
@@ -51,13 +55,13 @@ class KnownStack(auto.Stack):
         """Before an operation: forget the last one's summary."""
         self._summary = None
 
-    def observe(self, event: EngineEvent, kind: str) -> None:
-        """Keep the change counts of the operation's summary event (`kind`: update, refresh...)."""
+    def observe(self, event: EngineEvent, operation: Operation) -> None:
+        """Keep the change counts of the operation's summary event."""
         found = event.summary_event
         if found is not None:
             now = datetime.now(UTC)
             self._summary = auto.UpdateSummary(
-                kind=kind,
+                kind=_KIND.get(operation, operation.value),
                 start_time=now,
                 message="",
                 environment={},
