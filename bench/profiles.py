@@ -3,7 +3,8 @@ refresh and destroy, for stackflow and for the plain Automation API script, thro
 engine on the **local cloud** (moto on loopback, never AWS).
 
     .venv/bin/python bench/profiles.py [--only first-up,noop-up,refresh,destroy]
-                                      [--sides ours,plain] [--latency] [--out FILE]
+                                      [--sides ours,plain] [--latency] [--memory]
+                                      [--no-cpu-profile] [--out FILE]
 
 It starts a Prefect server and a local cloud server of its own (bench/sessions.py), then runs each
 operation with each side in a process of its own, under bench/traced.py, which records every
@@ -228,6 +229,16 @@ class Profiler:
         run_measured(argv, env, LOGS / f"profile-{self.count:02d}-{side}-{operation}-cpu.log")
         return cpu_by_package(out)
 
+    def memory(self, side: str) -> dict[str, Any]:
+        """A first deploy of an environment of its own under tracemalloc (bench/traced.py)."""
+        args, env = self._argv(side, "first-up")
+        args = [a.replace("prof-a", "prof-m").replace("plain-a", "plain-m") for a in args]
+        out = self.folder / f"memory-{side}.json"
+        argv = [PYTHON, TRACED, "--memory", str(out), *args]
+        run_measured(argv, env, LOGS / f"profile-memory-{side}.log").check()
+        found: dict[str, Any] = json.loads(out.read_text())
+        return found
+
     def imports(self) -> dict[str, float]:
         """stackflow's no-op `up` under `-X importtime`."""
         args, env = self._argv("ours", "noop-up")
@@ -300,6 +311,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sides", default=",".join(SIDES), help="ours, plain or both")
     parser.add_argument("--latency", action="store_true", help="compare.py's deploy latencies")
     parser.add_argument("--no-cpu-profile", action="store_true", help="skip the cProfile runs")
+    parser.add_argument(
+        "--memory", action="store_true", help="also a first deploy of each side under tracemalloc"
+    )
     parser.add_argument("--out", type=Path, help="also write every figure here (JSON)")
     args = parser.parse_args(argv)
     operations = [o for o in args.only.split(",") if o]
@@ -307,6 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     LOGS.mkdir(exist_ok=True)
     load = os.getloadavg()[0]
     found: list[Profiled] = []
+    memory: dict[str, dict[str, Any]] = {}
     with workdir("profile") as tmp, session(Path(tmp)) as s:
         if args.latency:
             from compare import DEPLOY_LATENCY_S
@@ -320,7 +335,19 @@ def main(argv: list[str] | None = None) -> None:
                 if side == "ours" and operation == "noop-up":
                     profiled.imports_s = profiler.imports()
                 found.append(profiled)
+        if args.memory:
+            memory = {side: profiler.memory(side) for side in sides}
     text = report(found)
+    if args.memory:
+        text += "\n\nPython allocations in a first deploy (tracemalloc; a run of its own):"
+        for side, found_memory in memory.items():
+            top = ", ".join(
+                f"{k} {v}" for k, v in list(found_memory["end_by_package_mb"].items())[:10]
+            )
+            text += (
+                f"\n  {side}: peak traced {found_memory['traced_peak_mb']} MiB; still allocated at "
+                f"the end {found_memory['traced_end_mb']} MiB, by package (MiB): {top}"
+            )
     print(text)
     print(f"\nload average (1 min) {load:.2f} at start, {os.getloadavg()[0]:.2f} at the end")
     if args.out is not None:

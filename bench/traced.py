@@ -1,6 +1,6 @@
 """Run a Python script as `python SCRIPT ARGS...` would, recording every `pulumi` process it starts.
 
-    .venv/bin/python bench/traced.py --trace FILE [--cpu-profile FILE] SCRIPT [ARGS...]
+    .venv/bin/python bench/traced.py --trace FILE [--cpu-profile FILE] [--memory FILE] SCRIPT ...
 
 The same launcher wraps both sides (`flows/run.py ...` and `bench/plain_automation.py ...`), so
 neither side's code carries anything for the bench. Every `pulumi` child goes through
@@ -9,6 +9,10 @@ when each starts and, waiting for it with `os.wait4`, when it ended and the CPU 
 processes it reaped (its provider plugins). One JSON line per process goes to `--trace`:
 `{"argv", "cwd", "start_s", "wall_s", "cpu_s", "code"}`, start relative to the launcher's start; config
 values on a command line are masked (`config set-all --secret key=...` carries a secret).
+
+`--memory FILE` traces Python's allocations (tracemalloc, 1 frame) and writes, as JSON, the peak
+of traced memory and the memory still allocated at the end by package (`pulumi_aws`, `prefect`,
+`pydantic`, ...): where the process's RSS goes. Like the CPU profile, it slows the process down.
 
 `--cpu-profile` also profiles every thread of the process with cProfile on per-thread CPU clocks
 (`time.thread_time`, so a thread that waits costs nothing) and writes the merged pstats there:
@@ -142,16 +146,50 @@ class ThreadProfiles:
             stats.dump_stats(str(path))
 
 
+def package_of(filename: str) -> str:
+    """A site-packages name, a folder of the repository, or (stdlib)."""
+    if "site-packages/" in filename:
+        return filename.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    root = str(Path(__file__).resolve().parents[1]) + "/"
+    if filename.startswith(root):
+        return filename[len(root) :].split("/", 1)[0].removesuffix(".py")
+    return "(stdlib)" if filename.startswith(sys.prefix) or "/lib/python" in filename else "(other)"
+
+
+def dump_memory(path: Path) -> None:
+    import tracemalloc
+
+    current, peak = tracemalloc.get_traced_memory()
+    by: dict[str, int] = {}
+    for stat in tracemalloc.take_snapshot().statistics("filename"):
+        name = package_of(stat.traceback[0].filename)
+        by[name] = by.get(name, 0) + stat.size
+    tracemalloc.stop()
+    top = dict(sorted(((k, round(v / 2**20, 1)) for k, v in by.items()), key=lambda kv: -kv[1]))
+    path.write_text(
+        json.dumps(
+            {
+                "traced_peak_mb": round(peak / 2**20, 1),
+                "traced_end_mb": round(current / 2**20, 1),
+                "end_by_package_mb": top,
+            }
+        )
+    )
+
+
 def main() -> None:
     args = sys.argv[1:]
     trace: Path | None = None
     profile_to: Path | None = None
+    memory_to: Path | None = None
     while args and args[0].startswith("--"):
         flag, value, args = args[0], Path(args[1]), args[2:]
         if flag == "--trace":
             trace = value
         elif flag == "--cpu-profile":
             profile_to = value
+        elif flag == "--memory":
+            memory_to = value
         else:
             raise SystemExit(f"unknown option {flag}")
     if not args:
@@ -161,6 +199,10 @@ def main() -> None:
     sys.path[0] = os.path.dirname(script)  # as `python SCRIPT` sets it
     if trace is not None:
         install_trace(trace)
+    if memory_to is not None:
+        import tracemalloc
+
+        tracemalloc.start(1)
     profiles = ThreadProfiles() if profile_to is not None else None
     if profiles is not None:
         profiles.start()
@@ -169,6 +211,8 @@ def main() -> None:
     finally:
         if profiles is not None and profile_to is not None:
             profiles.dump(profile_to)
+        if memory_to is not None:
+            dump_memory(memory_to)
 
 
 if __name__ == "__main__":
