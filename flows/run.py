@@ -16,7 +16,8 @@ _finished: list[int] = []  # the exit code, once the command has finished
 def _exit_without_teardown() -> None:
     """The last exit handler (registered first): every other one has run (Prefect's queues are
     drained, log files closed); skip tearing down the interpreter's ~1,700 modules, which took
-    0.5-1 s after the last line, a third of a no-op `up`."""
+    0.5-1 s after the last line, a third of a no-op `up`. Not registered under a wrapper that has
+    exit handlers of its own (a coverage or profiling run): theirs must run, after ours."""
     if _finished:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -24,7 +25,8 @@ def _exit_without_teardown() -> None:
 
 
 if __name__ == "__main__":
-    atexit.register(_exit_without_teardown)
+    if not getattr(atexit, "_ncallbacks", lambda: 1)():
+        atexit.register(_exit_without_teardown)
     # Run as a script, sys.path[0] is flows/, not the repository: flows/pipeline.py would then
     # shadow the `pipeline` package (the graph) and flows/*.py every top-level name. Drop it.
     here = Path(__file__).resolve().parent
