@@ -221,6 +221,7 @@ class Workspaces:
                 return self._stacks.setdefault(spec.label, stack)
 
     def _sdk_open(self, spec: StackSpec, name: str, create: bool) -> auto.Stack | None:
+        """The SDK's create-or-select (or select: None if missing), where the CLI must answer."""
         program, options = pulumi_program(spec.program), self._options(spec)
         if create:
             return auto.create_or_select_stack(
