@@ -45,20 +45,17 @@ from benchkit import (
     LOGS,
     PYTHON,
     ROOT,
-    SAMPLE_S,
-    Run,
-    Session,
-    critical_path_s,
-    figure,
     median,
     merge_results,
-    run_measured,
     run_metadata,
     say,
-    session,
     table,
     workdir,
 )
+from compare_figures import Measured, figures_of
+from critical import critical_path_s
+from sampling import Run, run_measured
+from sessions import Session, session
 
 # Seconds per resource operation on the local cloud, in the proportions AWS shows (an RDS instance
 # takes minutes, a load balancer and an ECS service a few, a NAT gateway one or two, the VPC and
@@ -79,6 +76,7 @@ READ_LATENCY_S = {"*": 0.3}
 ENVIRONMENT: dict[str, Any] = {"network": {"nat_gateway": True}}
 RUN_PY = "flows/run.py"
 PLAIN = "bench/plain_automation.py"
+TRACED = "bench/traced.py"
 FIRST_DEPLOYS = ("a", "c", "d", "e")  # environment suffixes of the first deploys (b: the fan-out)
 _FLOW_WALL = re.compile(r"engine operations: (\d+); wall time ([\d.]+)s")
 
@@ -111,16 +109,23 @@ class Sides:
             }
         )
 
+    def _traced(self, argv: list[str]) -> tuple[list[str], Path]:
+        """`argv` (python SCRIPT ...) under bench/traced.py, which records every `pulumi`
+        process the side starts: the same launcher for both sides, nothing in either's code."""
+        trace = self.folder / f"trace-{self._count + 1}.jsonl"
+        return [argv[0], TRACED, "--trace", str(trace), *argv[1:]], trace
+
     def ours(self, what: str, args: list[str]) -> Run:
         """`python flows/run.py ...` (or a bench script given as args[0] ending in .py)."""
         script = args[0] if args[0].endswith(".py") else RUN_PY
         rest = args[1:] if args[0].endswith(".py") else args
         env = self.s.env(self.ours_state)
-        run = run_measured([PYTHON, script, *rest], env, self._log(f"ours-{what}")).check()
+        argv, trace = self._traced([PYTHON, script, *rest])
+        run = run_measured(argv, env, self._log(f"ours-{what}")).check()
         found = _FLOW_WALL.findall(run.text())
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"pulumi_processes": pulumi_processes(trace)}
         if found:
-            extra = {"engine_calls": int(found[-1][0]), "flow_wall_s": float(found[-1][1])}
+            extra |= {"engine_calls": int(found[-1][0]), "flow_wall_s": float(found[-1][1])}
         self._record("stackflow", what, run, **extra)
         say(f"stackflow {what}: {run.wall_s:.1f}s {extra}")
         return run
@@ -135,11 +140,18 @@ class Sides:
         argv = [PYTHON, PLAIN, operation, *[f"--env={e}" for e in environments]]
         argv += ["--work", str(self.plain_work), "--out", str(out)]
         env = self.s.env(None)
+        argv, trace = self._traced(argv)
         run = run_measured(argv, env, self._log(f"plain-{what}")).check()
         timings: dict[str, Any] = json.loads(out.read_text())
         calls = sum(1 for o in timings["operations"] if o["operation"] in ("up", "refresh"))
         self._record(
-            "plain", what, run, engine_calls=calls, script_wall_s=timings["wall_s"], detail=timings
+            "plain",
+            what,
+            run,
+            engine_calls=calls,
+            pulumi_processes=pulumi_processes(trace),
+            script_wall_s=timings["wall_s"],
+            detail=timings,
         )
         say(f"plain script {what}: {run.wall_s:.1f}s (loop {timings['wall_s']:.1f}s)")
         return run, timings
@@ -164,8 +176,9 @@ def _wall(runs: list[Run]) -> float:
     return round(median([r.wall_s for r in runs]), 2)
 
 
-def _cli_calls(runs: list[Run]) -> int:
-    return round(median([r.memory.seen.get("pulumi CLI", 0) for r in runs]))
+def pulumi_processes(trace: Path) -> int:
+    """How many `pulumi` processes a run started (bench/traced.py's trace: exact)."""
+    return len(trace.read_text().splitlines()) if trace.exists() else 0
 
 
 def _plain_run(sides: Sides, *args: Any) -> Run:
@@ -183,8 +196,6 @@ def measure(
     """Every figure; both sides on the session's servers."""
     sides = Sides(s, folder)
     s.template("dev", **ENVIRONMENT)
-    up = "flows/run.py up"
-    script_up = "plain_automation.py up"
 
     # 1. first deploy, no injected latency (also both sides' warm-up: imports, Prefect's tables)
     s.set_latency({})
@@ -271,183 +282,12 @@ def measure(
     overhead = json.loads(overhead_out.read_text())
     s.set_latency({})
 
-    by = {(r["side"], r["what"]): r for r in sides.runs}  # the last run of each kind
-    noop_calls = by[("stackflow", "noop-up")].get("engine_calls")
-    changed_calls = by[("stackflow", "changed-app")].get("engine_calls")
-    flow_noop = [
-        r["flow_wall_s"] for r in sides.runs if r["what"] == "noop-up" and "flow_wall_s" in r
-    ]
-    loop_noop = [
-        r["script_wall_s"] for r in sides.runs if r["what"] == "noop-up" and "script_wall_s" in r
-    ]
-    vs = f"`{up} --env ours-a` · `{script_up} --env plain-a`"
-    ours_first = f"first up of one environment, latencies {_short(DEPLOY_LATENCY_S)}"
-    figures: dict[str, Any] = {
-        "deploy_wall_s": figure(
-            f"first deploy of one environment: wall time (median of {first_runs})",
-            _wall(first_ours),
-            _wall(first_plain),
-            "s",
-            vs + " (and ours-c · plain-c)",
-        ),
-        "critical_path_s": figure(
-            "  critical path of the injected latencies (same for both)", cp, cp, "s", ours_first
-        ),
-        "critical_path_ratio": figure(
-            "critical-path ratio, one environment (wall / critical path)",
-            round(_wall(first_ours) / cp, 2),
-            round(_wall(first_plain) / cp, 2),
-            "",
-            vs,
-        ),
-        "fanout_wall_s": figure(
-            f"first deploy of {envs} environments: wall time (ours at once, the script in turn)",
-            fan_ours.wall_s,
-            fan_plain.wall_s,
-            "s",
-            f"`fanout.py {' '.join(names_ours)}` · `{script_up} "
-            + " ".join(f"--env {n}" for n in names_plain)
-            + "`",
-            note=f"Prefect's client backed off {fan['client_retry_sleeps']} time(s) "
-            f"({fan['client_retry_sleep_s']:.1f} s) on the SQLite server's 503s"
-            if fan["client_retry_sleeps"]
-            else "",
-        ),
-        "fanout_critical_path_ratio": figure(
-            f"critical-path ratio, {envs} environments (wall / critical path)",
-            round(fan_ours.wall_s / cp, 2),
-            round(fan_plain.wall_s / cp, 2),
-            "",
-            "the two runs above",
-        ),
-        "no_latency_deploy_wall_s": figure(
-            "first deploy, no injected latency (the engine's own time; first run of each side)",
-            cold_ours.wall_s,
-            cold_plain.wall_s,
-            "s",
-            f"`{up} --env ours-w` · `{script_up} --env plain-w`",
-        ),
-        "noop_up_wall_s": figure(
-            f"no-op `up` of the environment, whole process (median of {noop_runs})",
-            round(median([r.wall_s for r in noop_ours]), 2),
-            round(median([r.wall_s for r in noop_plain]), 2),
-            "s",
-            vs,
-        ),
-        "noop_up_inner_s": figure(
-            "  of which the flow / the script's loop",
-            round(median(flow_noop), 2) if flow_noop else None,
-            round(median(loop_noop), 2) if loop_noop else None,
-            "s",
-            "the runs above",
-        ),
-        "noop_up_engine_calls": figure(
-            "  engine operations (`pulumi up` runs) in a no-op `up`",
-            noop_calls,
-            by[("plain", "noop-up")]["engine_calls"],
-            "",
-            "the runs above",
-        ),
-        "noop_up_cli_processes": figure(
-            "  `pulumi` processes started (seen in /proc every 0.1 s: a lower bound; median)",
-            _cli_calls(noop_ours),
-            _cli_calls(noop_plain),
-            "",
-            "the runs above",
-        ),
-        "refresh_wall_s": figure(
-            f"refresh of the environment (ours: 3 stacks at once; every read "
-            f"{READ_LATENCY_S['*']} s), median of {refresh_runs}",
-            _wall(refresh_ours),
-            _wall(refresh_plain),
-            "s",
-            "`flows/run.py refresh --env ours-a` · `plain_automation.py refresh --env plain-a`",
-        ),
-        "refresh_cli_processes": figure(
-            "  `pulumi` processes started (seen in /proc every 0.1 s: a lower bound)",
-            _cli_calls(refresh_ours),
-            _cli_calls(refresh_plain),
-            "",
-            "the runs above",
-        ),
-        "changed_stack_wall_s": figure(
-            "one changed stack (app's desired count), `up` of the environment (median of 2)",
-            round(median([r.wall_s for r in changed_ours]), 2),
-            round(median([r.wall_s for r in changed_plain]), 2),
-            "s",
-            vs + " with `desired_count = 2` under [app] in each one's environment file, then "
-            "without",
-        ),
-        "changed_stack_engine_calls": figure(
-            "  engine operations in it",
-            changed_calls,
-            by[("plain", "changed-app")]["engine_calls"],
-            "",
-            "the runs above",
-        ),
-        "changed_stack_cli_processes": figure(
-            "  `pulumi` processes started (seen in /proc every 0.1 s: a lower bound; median)",
-            _cli_calls(changed_ours),
-            _cli_calls(changed_plain),
-            "",
-            "the runs above",
-        ),
-    }
-    for key, label, ours_runs, plain_runs in (
-        ("deploy", "first deploy of one environment (median)", first_ours, first_plain),
-        ("fanout", f"{envs} environments", [fan_ours], [fan_plain]),
-        ("noop", "no-op `up` (median)", noop_ours, noop_plain),
-        ("refresh", "refresh (median)", refresh_ours, refresh_plain),
-        ("changed", "one changed stack (median)", changed_ours, changed_plain),
-    ):
-        figures[f"{key}_cpu_s"] = figure(
-            f"CPU time (user + sys) of the process and its CLI processes: {label}",
-            round(median([r.cpu_s for r in ours_runs]), 1),
-            round(median([r.cpu_s for r in plain_runs]), 1),
-            "s",
-            "rusage of the process and the descendants it waited for",
-        )
-    for key, label, ours_runs, plain_runs in (
-        ("deploy", "first deploy of one environment", first_ours, first_plain),
-        ("fanout", f"{envs} environments", [fan_ours], [fan_plain]),
-        ("refresh", "refresh", refresh_ours, refresh_plain),
-    ):
-        figures[f"{key}_process_peak_rss_mb"] = figure(
-            f"peak RSS of the flow process / the script's process: {label}",
-            round(max(r.memory.root_mb for r in ours_runs)),
-            round(max(r.memory.root_mb for r in plain_runs)),
-            "MiB",
-            "VmHWM from /proc",
-        )
-        figures[f"{key}_cli_peak_rss_mb"] = figure(
-            f"peak RSS of the CLI processes (pulumi + plugins, summed at one time): {label}",
-            round(max(r.memory.tree_mb for r in ours_runs)),
-            round(max(r.memory.tree_mb for r in plain_runs)),
-            "MiB",
-            f"VmRSS of every descendant, sampled every {SAMPLE_S:g} s",
-        )
-    measured = (
-        (*first_ours, fan_ours, *refresh_ours, *changed_ours),
-        (*first_plain, fan_plain, *refresh_plain, *changed_plain),
-    )
-    for kind in ("pulumi CLI", "aws plugin", "random plugin"):
-        ours_peak, plain_peak = (
-            max(r.memory.by_kind_mb.get(kind, 0.0) for r in m) for m in measured
-        )
-        figures[f"peak_rss_{kind.replace(' ', '_')}_mb"] = figure(
-            f"  peak RSS of one {kind} process (any run above)",
-            round(ours_peak),
-            round(plain_peak),
-            "MiB",
-            "VmHWM from /proc",
-        )
-    figures["task_overhead_ms_median"] = figure(
-        "Prefect's cost around one stack task (skip path, median)",
-        overhead["task_overhead_ms_median"],
-        "none (no tasks)",
-        "ms",
-        "`bench/overhead.py --env ours-a`",
-    )
+    m = Measured(
+        sides.runs, envs, noop_runs, first_runs, refresh_runs, cp, fan, overhead,
+        cold_ours, cold_plain, first_ours, first_plain, fan_ours, fan_plain,
+        noop_ours, noop_plain, refresh_ours, refresh_plain, changed_ours, changed_plain,
+    )  # fmt: skip
+    figures = figures_of(m, _short(DEPLOY_LATENCY_S), READ_LATENCY_S["*"])
     return {
         "figures": figures,
         "latency_s": {"deploy": DEPLOY_LATENCY_S, "refresh_reads": READ_LATENCY_S},

@@ -45,11 +45,11 @@ from benchkit import (
     median,
     merge_results,
     p95,
-    run_measured,
     run_metadata,
-    session,
     workdir,
 )
+from sampling import run_measured
+from sessions import session
 
 WARM_UP = 5
 

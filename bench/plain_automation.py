@@ -5,7 +5,8 @@ turn, for networking, database and app in turn, `auto.create_or_select_stack(...
 program from programs/, set the config, `stack.up()`, read the outputs and hand them to the next
 stack by hand. Between database and app it runs the project's migrations on the new database (with
 the project's own functions), and at the end it polls the app's URL until it answers, so it does
-the same work as `python flows/run.py up`. `refresh` refreshes the three stacks one after another.
+the same work as `python flows/run.py up`. `refresh` refreshes the three stacks one after another;
+`destroy` destroys them in reverse order (app, database, networking).
 
 It runs the same Pulumi CLI (found by path, like the engine), with the same Pulumi home (the
 project's local-cloud plugins, installed with the project's function), on the same local cloud as
@@ -17,6 +18,7 @@ loopback), never AWS.
 
     .venv/bin/python bench/plain_automation.py up --env plain-a [--env plain-b ...] --work DIR
     .venv/bin/python bench/plain_automation.py refresh --env plain-a --work DIR
+    .venv/bin/python bench/plain_automation.py destroy --env plain-a --work DIR
     .venv/bin/python bench/plain_automation.py graph --env plain-a --work DIR --out FILE
 
 Timings go to --out (JSON): the wall time of the whole loop and of each stack operation. `graph`
@@ -170,6 +172,16 @@ class PlainScript:
             stack.refresh(on_output=print)
             self._timed(environment, name, "refresh", started)
 
+    def destroy(self, environment: str) -> None:
+        settings = get_settings(environment)
+        for name, _output_type in reversed(STACKS):
+            started = time.perf_counter()
+            project = f"{settings.project}-{name}"
+            stack = self.stack(project, environment, inline_program(dict))
+            stack.set_all_config({"aws:region": auto.ConfigValue(self.region)})
+            stack.destroy(on_output=print)
+            self._timed(environment, name, "destroy", started)
+
     def resource_graph(self, environment: str) -> dict[str, list[dict[str, Any]]]:
         """Each stack's resources with their type and dependencies (no values)."""
         settings = get_settings(environment)
@@ -210,7 +222,7 @@ def wait_healthy(url: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("operation", choices=("up", "refresh", "graph"))
+    parser.add_argument("operation", choices=("up", "refresh", "destroy", "graph"))
     parser.add_argument("--env", action="append", required=True, help="environment (repeatable)")
     parser.add_argument("--work", type=Path, required=True, help="its backend and workspaces")
     parser.add_argument("--out", type=Path, help="write timings (or the graph) here (JSON)")
@@ -229,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     for environment in args.env:
         if args.operation == "up":
             script.up(environment)
-        else:
+        elif args.operation == "refresh":
             script.refresh(environment)
+        else:
+            script.destroy(environment)
     wall = time.perf_counter() - started
     print(
         f"plain Automation API script: {args.operation} of {', '.join(args.env)} on the local "

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from flows.deployed import ensure_known, holds_resources
 from flows.gate import gated_up, planners, previewed_migrations
 from flows.scope import check_scope
 from flows.summary import (
@@ -26,21 +27,17 @@ from flows.summary import (
     publish_status,
 )
 from flows.walk import announce_phase, build_context, steps_of, walk_graph
-from stackflow.backends import mask_url
 from stackflow.engine import Operation
 from stackflow.environments import (
     check_cloud,
     forget,
-    read,
     record_attempt,
     record_outcome,
     records_of,
 )
-from stackflow.errors import SettingsError, StackflowError
+from stackflow.errors import StackflowError
 from stackflow.gitops.git import project_commit
-from stackflow.graph import bare_spec
 from stackflow.progress import NodeState
-from stackflow.records import Records
 from stackflow.settings import Settings, get_settings, validate_environment_name
 from stackflow.status.records import (
     Outcome,
@@ -173,7 +170,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     publish(summary)
     if op is Operation.UP:
         succeeded = not (summary.failed or summary.stopped)
-        if not succeeded and created_record and not _holds_resources(ctx):
+        if not succeeded and created_record and not holds_resources(ctx):
             forget(records, settings.environment)  # a first deploy that created nothing
         else:
             record_outcome(records, settings, succeeded=succeeded)
@@ -227,47 +224,6 @@ def _whole_environment(ctx: RunContext, op: Operation, nodes: list[str]) -> Iter
         yield
     finally:
         slot.__exit__(None, None, None)
-
-
-class EnvironmentNotFound(SettingsError):
-    """An operation on an environment that was never deployed (no record, no state)."""
-
-
-def ensure_known(ctx: RunContext, records: Records) -> None:
-    """Refuse drift, refresh or destroy of an environment that never existed: no record of it and
-    no stack of it in the backend (a typo must not read as "no drift").
-
-    Raises:
-        EnvironmentNotFound: naming the environment and where it looked.
-    """
-    settings = ctx.settings
-    if read(records, settings.environment) is not None:
-        return
-    for stack in ctx.graph.stacks:
-        if ctx.engine.state(bare_spec(settings, stack)) is not None:
-            return
-    raise EnvironmentNotFound(
-        f"environment {settings.environment!r} was never deployed on the "
-        f"{settings.target_label}: no record of it in {records.where} and no stack of it in the "
-        f"backend {mask_url(settings.resolved_backend_url)}. Check the name; `up` deploys it. "
-        "Nothing was changed."
-    )
-
-
-# A stack's state always holds its root stack resource and its default provider.
-_BOOKKEEPING_RESOURCES = 2
-
-
-def _holds_resources(ctx: RunContext) -> bool:
-    """Whether any stack of the environment holds a resource in the backend (read, no CLI)."""
-    for stack in ctx.graph.stacks:
-        try:
-            state = ctx.engine.state(bare_spec(ctx.settings, stack))
-        except StackflowError:
-            return True  # cannot tell: keep the record (cleanup will look again)
-        if state is not None and (state.resources > _BOOKKEEPING_RESOURCES or state.pending):
-            return True
-    return False
 
 
 def run_settings(request: PipelineRequest) -> Settings:

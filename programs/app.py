@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-import pulumi
-import pulumi_aws as aws
 from pydantic import BaseModel, Field, model_validator
 
 from programs.common import LB_NAME_MAX, BaseArgs, Port, tags
@@ -91,6 +89,11 @@ def _assume_role_policy(account_id: str) -> str:
 
 def app(args: AppArgs) -> dict[str, Any]:
     """Declare the cluster, roles, task definition, load balancer and service; return the exports."""
+    # Imported here: the graph reads this module's argument and output models on every run,
+    # and a run that skips the stack (nothing changed) never loads Pulumi's SDK.
+    import pulumi
+    import pulumi_aws as aws
+
     base_tags = tags(args.project, args.environment, STACK)
     account_id = aws.get_caller_identity().account_id
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi
-import pulumi_aws as aws
-import pulumi_random as random
 from pydantic import BaseModel, Field, SecretStr
 
 from programs.common import RDS_IDENTIFIER_MAX, BaseArgs, Port, tags
@@ -58,6 +55,12 @@ def _is_prod(environment: str) -> bool:
 
 def database(args: DatabaseArgs) -> dict[str, Any]:
     """Declare the MySQL instance, its subnet and parameter groups, password and secret."""
+    # Imported here: the graph reads this module's argument and output models on every run,
+    # and a run that skips the stack (nothing changed) never loads Pulumi's SDK.
+    import pulumi
+    import pulumi_aws as aws
+    import pulumi_random as random
+
     base_tags = tags(args.project, args.environment, STACK)
     identifier = args.name("mysql", RDS_IDENTIFIER_MAX)
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-import pulumi
-import pulumi_aws as aws
 from pydantic import BaseModel, Field, field_validator
 
 from programs.common import BaseArgs, Cidr, Port, tags
@@ -68,6 +66,11 @@ def networking(args: NetworkingArgs) -> dict[str, Any]:
     Raises:
         ValueError: the region has fewer usable availability zones than `az_count`.
     """
+    # Imported here: the graph reads this module's argument and output models on every run,
+    # and a run that skips the stack (nothing changed) never loads Pulumi's SDK.
+    import pulumi
+    import pulumi_aws as aws
+
     base_tags = tags(args.project, args.environment, STACK)
 
     def named(suffix: str) -> dict[str, str]:

@@ -11,8 +11,10 @@ it left (fenced, see `stackflow.holders`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ def send_heartbeats() -> None:
     Prefect's own default (180 s) is longer than the automation's window: without this, the
     automation would end a live run as Crashed.
     """
+    stop_heartbeats_promptly()
     if HEARTBEAT_VARIABLE in os.environ:
         return
     os.environ.update(heartbeat_environment())
@@ -43,6 +46,66 @@ def send_heartbeats() -> None:
         import prefect.context
 
         prefect.context.refresh_global_settings_context()
+
+
+def stop_heartbeats_promptly() -> None:
+    """Make a flow run's heartbeat thread stop as soon as its run ends (idempotent).
+
+    Prefect 3.8's heartbeat thread (`prefect.flow_engine._send_heartbeats`) sleeps in steps of one
+    second and the ending run joins it: every sync flow run ended 0-1 s (0.5 s on average) after
+    its work, a quarter of a no-op `up`. This is the same context manager, same heartbeats, with a
+    sleep that wakes when the run ends. Prefect is pinned (constraints.txt); the unit test
+    `test_heartbeats_stop_when_the_run_ends` fails if the function it replaces changes shape.
+    """
+    import prefect.flow_engine as flow_engine
+
+    if getattr(flow_engine._send_heartbeats, "__stackflow__", False):
+        return
+    _replaced.append(flow_engine._send_heartbeats)
+    flow_engine._send_heartbeats = _prompt_heartbeats
+
+
+def _heartbeats(engine: Any, join_on_exit: bool = True) -> Iterator[None]:
+    import contextvars
+    import threading
+
+    from prefect.flow_engine import MINIMUM_HEARTBEAT_INTERVAL
+
+    seconds = engine.heartbeat_seconds
+    if seconds is None:
+        yield
+        return
+    seconds = max(seconds, MINIMUM_HEARTBEAT_INTERVAL)
+    resource, related = engine._build_heartbeat_event_template()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.is_set():
+            state = engine.flow_run.state if engine.flow_run else None
+            if state is not None and state.is_final():
+                return
+            try:
+                engine._emit_flow_run_heartbeat(resource, related)
+            except Exception:
+                engine.logger.debug("Failed to emit heartbeat", exc_info=True)
+            stop.wait(seconds)  # Prefect's: time.sleep(1) x seconds, deaf to the stop
+
+    # The thread sees this context's settings (the API URL), as Prefect's does.
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(beat,), daemon=True, name="heartbeat"
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if join_on_exit:
+            thread.join(timeout=2)
+
+
+_prompt_heartbeats = contextlib.contextmanager(_heartbeats)
+_replaced: list[Any] = []  # Prefect's own, once replaced
+_prompt_heartbeats.__stackflow__ = True  # type: ignore[attr-defined]
 
 
 def zombie_automation(window_s: int = ZOMBIE_WINDOW_S) -> Any:

@@ -22,9 +22,7 @@ from pydantic import BaseModel
 
 from stackflow import __version__
 from stackflow.engine.base import INTERNAL_OUTPUT, OutputValue, StackSpec, StackState
-from stackflow.secretbox import StampSeal
-
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's key of a secret value's envelope
+from stackflow.engine.sealed import open_outputs
 
 
 def compute(
@@ -75,10 +73,6 @@ def why_not_unchanged(state: StackState | None, fingerprint: str) -> str:
     return ""
 
 
-def _is_secret(value: Any) -> bool:
-    return isinstance(value, Mapping) and _SECRET_SIG in value
-
-
 def unchanged_outputs(
     state: StackState | None, fingerprint: str, passphrase: str | None
 ) -> dict[str, OutputValue] | None:
@@ -90,20 +84,7 @@ def unchanged_outputs(
     """
     if state is None or why_not_unchanged(state, fingerprint):
         return None
-    recorded = state.stamp or {}
-    raw = {k: v for k, v in state.outputs.items() if k != INTERNAL_OUTPUT}
-    secret = [k for k, v in raw.items() if _is_secret(v)]
-    opened: Mapping[str, Any] = {}
-    if secret:
-        if not passphrase or "sealed" not in recorded or "salt" not in recorded:
-            return None
-        try:
-            opened = StampSeal(passphrase, fingerprint).open(str(recorded["sealed"]))
-        except (ValueError, KeyError, TypeError):
-            return None
-        if not isinstance(opened, Mapping) or any(k not in opened for k in secret):
-            return None
-    return {
-        k: OutputValue(opened[k], secret=True) if k in secret else OutputValue(v)
-        for k, v in raw.items()
-    }
+    opened = open_outputs(state.outputs, passphrase, fingerprint)
+    if opened is None:
+        return None
+    return {k: v for k, v in opened.items() if k != INTERNAL_OUTPUT}

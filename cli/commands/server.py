@@ -69,8 +69,9 @@ def point_prefect_at(api_url: str, auth: str | None = None) -> None:
         PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
     )
 
-    from stackflow.crashes import HEARTBEAT_S
+    from stackflow.crashes import HEARTBEAT_S, stop_heartbeats_promptly
 
+    stop_heartbeats_promptly()
     updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
     if auth:
         updates[PREFECT_API_AUTH_STRING] = auth

@@ -40,8 +40,10 @@ __all__ = [
 
 
 def get_engine(settings: Settings) -> Engine:
-    """The real Pulumi engine for these settings (the cloud they name); imported on first use."""
-    from stackflow.engine.automation import AutomationEngine
+    """The real Pulumi engine for these settings (the cloud they name), built on first use: the
+    skip path's questions (versions, a stack's state) are answered without Pulumi's SDK (see
+    `stackflow.engine.deferred`)."""
+    from stackflow.engine.deferred import DeferredEngine
 
-    engine: Engine = AutomationEngine(settings)
+    engine: Engine = DeferredEngine(settings)
     return engine

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from stackflow.engine.stateblobs import Blob, StateBlobs, open_blobs
-from stackflow.errors import StackflowError
+from stackflow.engine.base import StackState
+from stackflow.engine.stateblobs import Blob, StateBackendUnavailable, StateBlobs, open_blobs
+from stackflow.errors import PermanentStackError, StackflowError, TransientStackError
+from stackflow.redact import Redactor
 
 STACKS = ".pulumi/stacks"
 LOCKS = ".pulumi/locks/organization"
@@ -263,3 +265,36 @@ class CheckpointReader:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def stack_state(
+    reader: Callable[[], CheckpointReader], project: str, stack: str, label: str, redactor: Redactor
+) -> StackState | None:
+    """A stack's latest checkpoint and whether it is locked (one read of its checkpoint, one
+    listing of its locks, no `pulumi` process); None when the backend holds no update of it.
+
+    Args:
+        reader: gives the backend's reader (opened on first use).
+        label: how people name the stack (environment/node), for errors.
+
+    Raises:
+        PermanentStackError: the checkpoint is damaged (names the stack and where).
+        TransientStackError: the backend did not answer.
+    """
+    try:
+        found = reader()
+        checkpoint = found.checkpoint(project, stack)
+        if checkpoint is None or checkpoint.manifest_time is None:
+            return None
+        locked = bool(found.locks(project, stack))
+    except CheckpointError as exc:
+        raise PermanentStackError(label, redactor(str(exc))) from None
+    except StateBackendUnavailable as exc:
+        raise TransientStackError(label, redactor(str(exc))) from None
+    return StackState(
+        updated=checkpoint.manifest_time,
+        outputs=checkpoint.outputs,
+        resources=checkpoint.resource_count,
+        pending=len(checkpoint.pending_operations),
+        locked=locked,
+    )

@@ -32,8 +32,11 @@ from pydantic import SecretStr
 from stackflow.engine import Engine, Listener, Operation, StackSpec, get_engine
 from stackflow.engine.automation import AutomationEngine, pulumi_program
 from stackflow.engine.automation.command import RunningCommands, find_pulumi_cli
+from stackflow.engine.automation.known import KnownStack
+from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import ConfigValue, ResourceEvent
 from stackflow.engine.classify import classify, is_transient_error
+from stackflow.engine.deferred import DeferredEngine
 from stackflow.errors import (
     EngineUnavailable,
     OperationCancelled,
@@ -109,12 +112,12 @@ class FakeWorkspace:
         self.removed.append(stack_name)
 
 
-class FakeStack:
-    """Answers like auto.Stack: calls on_output / on_event, returns the SDK's result classes."""
+class FakeStack(KnownStack):
+    """Answers like the engine's stacks (the SDK's `Stack`, adopted as a `KnownStack`): calls
+    on_output / on_event, returns the SDK's result classes."""
 
     def __init__(self, name: str, workspace: FakeWorkspace) -> None:
-        self.name = name
-        self.workspace = workspace
+        super().__init__(name, workspace)  # type: ignore[arg-type]
         self.pulumi = workspace.pulumi
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.cancelled = threading.Event()
@@ -238,7 +241,11 @@ def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, fake_cli: Path) -> FakePulumi:
+    """The SDK stands in for the CLI and for the backend: the engine reads no checkpoint itself
+    (as on Pulumi Cloud), so stacks are opened, their pending operations and outputs read, through
+    the SDK's calls this fake answers. Reading checkpoints is the real engine's, on the local cloud."""
     recorder = FakePulumi()
+    monkeypatch.setattr(Workspaces, "reads_checkpoints", property(lambda _self: False))
     monkeypatch.setattr(auto, "create_or_select_stack", recorder.create_or_select_stack)
     monkeypatch.setattr(auto, "select_stack", recorder.select_stack)
     return recorder
@@ -313,9 +320,11 @@ def test_boundary_versions_name_sdk_plugins_and_cli(engine: AutomationEngine) ->
 
 
 def test_boundary_get_engine_builds_the_automation_engine_lazily(settings: Settings) -> None:
-    engine = get_engine(settings)  # no CLI needed until first use
-    assert isinstance(engine, AutomationEngine) and isinstance(engine, Engine)
-    assert engine.name == "automation"
+    engine = get_engine(settings)  # no CLI, no Pulumi SDK needed until first use
+    assert isinstance(engine, DeferredEngine) and isinstance(engine, Engine)
+    assert engine.name == "automation" and engine.built is None
+    assert engine.versions()["pulumi-sdk"] == version("pulumi") and engine.built is None
+    assert isinstance(engine.engine(), AutomationEngine) and engine.built is engine.engine()
 
 
 # --- stack selection and workspace --------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +20,7 @@ from pulumi.automation.events import EngineEvent
 from stackflow.engine.automation.changes import counts, resource_change, resource_event
 from stackflow.engine.automation.command import RunningCommands
 from stackflow.engine.automation.failures import stale_lock_advice
+from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.stackstate import exported_state, read_state
@@ -39,8 +39,8 @@ from stackflow.engine.base import (
 )
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
+from stackflow.engine.deferred import engine_versions
 from stackflow.errors import (
-    EngineUnavailable,
     OperationCancelled,
     PermanentStackError,
     StackError,
@@ -70,6 +70,7 @@ class AutomationEngine:
         self._cancelled: set[str] = set()
         self._lock_conflicts: dict[str, int] = {}
         self._lockers: dict[str, Callable[[int], None]] = {}
+        self._opening: dict[str, threading.Lock] = {}
         self.commands.on_locking = self._locking
 
     def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:
@@ -183,14 +184,12 @@ class AutomationEngine:
         stamp: Mapping[str, Any] | None,
     ) -> OperationResult:
         watch = Stopwatch()
-        stack = self.ws.stack(spec, create=True)
-        assert stack is not None  # create_or_select returns one or raises
+        stack = self._open(spec)
         self.ws.ensure_plugins(stack.workspace, listener)
         listener.line(
             f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
             f"(backend {self.ws.backend_url})"
         )
-        self.ws.set_config(stack, spec)
         program = pulumi_program(
             spec.program,
             listener.declared,
@@ -199,8 +198,10 @@ class AutomationEngine:
         )
 
         planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
+        stack.expect()
 
         def on_event(event: EngineEvent) -> None:
+            stack.observe(event, operation)  # its summary answers the SDK's `info()`: no process
             converted = resource_event(event, spec, operation)
             if converted is not None:
                 listener.event(converted)
@@ -263,13 +264,31 @@ class AutomationEngine:
         )
 
     def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
-        """A preview that names every type and function the local cloud does not serve, not
-        just the first (see `survey.survey_preview`); on AWS a plain preview.
+        """A preview naming every type the local cloud does not serve (`survey.survey_preview`).
 
         Raises:
-            UnservedTypes: naming each of them; nothing was created. Otherwise as `run`.
-        """
+            UnservedTypes: naming each of them; nothing was created. Otherwise as `run`."""
         return survey_preview(self, spec, listener)
+
+    def prepare(self, spec: StackSpec) -> None:
+        """Create or open the stack and set its config now, ahead of its operation (while its
+        upstream stacks run): the part that needs no upstream output. Idempotent: the operation
+        then finds both done.
+
+        Raises:
+            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
+        """
+        self._call(spec, self.ws.redactor, lambda: self._open(spec))
+
+    def _open(self, spec: StackSpec) -> KnownStack:
+        """The stack, created if missing, with its config set (one caller at a time per stack)."""
+        with self._guard:
+            opening = self._opening.setdefault(spec.label, threading.Lock())
+        with opening:
+            stack = self.ws.stack(spec, create=True)
+            assert stack is not None  # created, or the CLI raised
+            self.ws.set_config(stack, spec)
+            return stack
 
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
         """The stack's outputs from its last update ({} if the stack does not exist).
@@ -318,11 +337,10 @@ class AutomationEngine:
     def cancel(self, spec: StackSpec, interrupt: bool = True) -> None:
         """Stop the operation running on this stack, if any; `run` then raises OperationCancelled.
 
-        Pulumi Cloud: `pulumi cancel`. Self-managed backends: there `pulumi cancel` would only delete
-        the lock of our own live update (stopping nothing), so our `pulumi` child is interrupted
-        instead (SIGINT: the CLI's graceful cancel; Linux). `interrupt=False`: a terminal's Ctrl-C
-        already reached our `pulumi` children (a second SIGINT would make Pulumi stop at once,
-        without finishing the operations in flight), so it is only recorded.
+        Pulumi Cloud: `pulumi cancel`. Self-managed backends (where `pulumi cancel` would only
+        delete our live update's lock): our `pulumi` child gets SIGINT, the CLI's graceful cancel.
+        `interrupt=False`: a Ctrl-C reached our children already (a second SIGINT would stop Pulumi
+        at once): only recorded.
 
         Raises:
             TransientStackError, PermanentStackError: the cancel itself failed.
@@ -382,15 +400,4 @@ class AutomationEngine:
 
     def versions(self) -> dict[str, str]:
         """SDK, plugin and (when the CLI is found) CLI versions; part of every fingerprint."""
-        found = {
-            "engine": self.name,
-            "cloud": self.cloud,
-            "pulumi-sdk": package_version("pulumi"),
-            "pulumi-aws": package_version("pulumi-aws"),
-            "pulumi-random": package_version("pulumi-random"),
-        }
-        with contextlib.suppress(EngineUnavailable):
-            cli = self.ws.cli().version
-            if cli is not None:
-                found["pulumi-cli"] = str(cli)
-        return found
+        return engine_versions(self.cloud)

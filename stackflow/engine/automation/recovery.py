@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.stackstate import read_state
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import Fence, Listener, StackSpec
 from stackflow.engine.checkpoints import LockHolder
@@ -33,6 +34,10 @@ def recover(
     `refresh --clear-pending-creates`).
     """
     unlocked = clear_stale_locks(ws, spec, listener, fence)
+    if ws.reads_checkpoints:  # the checkpoint says, read with no process
+        state = read_state(ws, spec)
+        if state is None or not state.pending:
+            return unlocked
     stack = ws.stack(spec, create=False)
     if stack is None:
         return unlocked
@@ -66,7 +71,7 @@ def clear_stale_locks(
     """
     if ws.pulumi_cloud:
         return False  # Pulumi Cloud ends stale updates itself: see the stale-lock advice
-    name = ws.stack_name(spec).rsplit("/", 1)[-1]
+    name = ws.short_name(spec)
     stale: list[tuple[LockHolder, str]] = []
     for lock in ws.checkpoints().locks(spec.pulumi_project, name):
         if lock.host == socket.gethostname() and lock.pid is not None and not pid_alive(lock.pid):

@@ -7,36 +7,14 @@ from typing import Any
 
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import StackSpec, StackState
-from stackflow.engine.checkpoints import CheckpointError
-from stackflow.engine.stateblobs import StateBackendUnavailable
-from stackflow.errors import PermanentStackError, TransientStackError
+from stackflow.engine.checkpoints import stack_state
 
 
 def read_state(ws: Workspaces, spec: StackSpec) -> StackState | None:
     """The stack's latest checkpoint and whether it is locked, read from a file, S3 or
-    PostgreSQL backend; None when the backend holds no update of it.
-
-    Raises:
-        PermanentStackError: the checkpoint is damaged (names the stack and where).
-        TransientStackError: the backend did not answer.
-    """
-    name = ws.stack_name(spec).rsplit("/", 1)[-1]
-    try:
-        reader = ws.checkpoints()
-        checkpoint = reader.checkpoint(spec.pulumi_project, name)
-        if checkpoint is None or checkpoint.manifest_time is None:
-            return None
-        locked = bool(reader.locks(spec.pulumi_project, name))
-    except CheckpointError as exc:
-        raise PermanentStackError(spec.label, ws.redactor(str(exc))) from None
-    except StateBackendUnavailable as exc:
-        raise TransientStackError(spec.label, ws.redactor(str(exc))) from None
-    return StackState(
-        updated=checkpoint.manifest_time,
-        outputs=checkpoint.outputs,
-        resources=checkpoint.resource_count,
-        pending=len(checkpoint.pending_operations),
-        locked=locked,
+    PostgreSQL backend (see `checkpoints.stack_state`); None when it holds no update of it."""
+    return stack_state(
+        ws.checkpoints, spec.pulumi_project, ws.short_name(spec), spec.label, ws.redactor
     )
 
 

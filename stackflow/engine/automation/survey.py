@@ -9,6 +9,10 @@ end. Nothing is created: a preview creates nothing, and an update never runs in 
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackflow.engine.base import Listener, Operation, OperationResult, StackSpec
@@ -16,6 +20,25 @@ from stackflow.errors import OperationCancelled, StackError, UnservedTypes
 
 if TYPE_CHECKING:
     from stackflow.engine.automation.engine import AutomationEngine
+    from stackflow.engine.automation.workspace import Workspaces
+
+
+@contextlib.contextmanager
+def surveying(ws: Workspaces, spec: StackSpec) -> Iterator[Path]:
+    """Inside, the stack's `pulumi` commands run with the local cloud's plugins in survey mode
+    (see `stackflow.localcloud.plugin.survey`), writing to the file yielded; it is removed on the
+    way out."""
+    from stackflow.localcloud.paths import surveys_dir
+
+    folder = surveys_dir(ws.settings.localcloud_root)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{uuid.uuid4().hex}.tsv"
+    ws.survey_into(spec, path)
+    try:
+        yield path
+    finally:
+        ws.survey_into(spec, None)
+        path.unlink(missing_ok=True)
 
 
 def survey_preview(
@@ -35,7 +58,7 @@ def survey_preview(
 
     failure: StackError | None = None
     result: OperationResult | None = None
-    with engine.ws.surveying(spec) as survey:
+    with surveying(engine.ws, spec) as survey:
         try:
             result = engine.run(Operation.PREVIEW, spec, listener)
         except OperationCancelled:

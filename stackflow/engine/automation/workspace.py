@@ -5,10 +5,9 @@ command gets in its environment, one LocalWorkspace folder per stack, the stacks
 
 from __future__ import annotations
 
-import contextlib
+import os
 import threading
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from importlib.metadata import version as package_version
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,9 +16,12 @@ import pulumi.automation as auto
 
 from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
+from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
 from stackflow.engine.checkpoints import CheckpointReader
+from stackflow.engine.sealed import open_outputs
+from stackflow.errors import StackflowError
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
@@ -40,7 +42,7 @@ class Workspaces:
         self._cloud_url: str | None = None
         self._command: PulumiCLI | None = None
         self._plugins_ready = False
-        self._stacks: dict[str, auto.Stack] = {}
+        self._stacks: dict[str, KnownStack] = {}
         self._reader: CheckpointReader | None = None
         self._stack_locks: dict[str, threading.Lock] = {}
         self._surveys: dict[str, Path] = {}  # stack label -> its survey file, while surveying
@@ -177,7 +179,7 @@ class Workspaces:
             pulumi_command=self.cli(),
         )
 
-    def stack(self, spec: StackSpec, *, create: bool) -> auto.Stack | None:
+    def stack(self, spec: StackSpec, *, create: bool) -> KnownStack | None:
         """The cached stack, else create-or-select it (create) or select it (None if missing);
         its commands take part in a survey while `surveying` says so."""
         found = self._stack(spec, create=create)
@@ -192,26 +194,22 @@ class Workspaces:
             found.workspace.env_vars = env
         return found
 
-    @contextlib.contextmanager
-    def surveying(self, spec: StackSpec) -> Iterator[Path]:
-        """Inside, the stack's `pulumi` commands run with the local cloud's plugins in survey mode
-        (see `stackflow.localcloud.plugin.survey`), writing to the file yielded; it is removed
-        on the way out."""
-        from stackflow.localcloud.paths import surveys_dir
-
-        folder = surveys_dir(self.settings.localcloud_root)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{uuid.uuid4().hex}.tsv"
+    def survey_into(self, spec: StackSpec, path: Path | None) -> None:
+        """While `path` is set, the stack's `pulumi` commands run with the local cloud's plugins
+        in survey mode, writing to it (see `survey.surveying`); None ends it."""
         with self._guard:
-            self._surveys[spec.label] = path
-        try:
-            yield path
-        finally:
-            with self._guard:
+            if path is None:
                 self._surveys.pop(spec.label, None)
-            path.unlink(missing_ok=True)
+            else:
+                self._surveys[spec.label] = path
 
-    def _stack(self, spec: StackSpec, *, create: bool) -> auto.Stack | None:
+    def _stack(self, spec: StackSpec, *, create: bool) -> KnownStack | None:
+        """The cached stack, else open it: create it if missing (create), or None if missing.
+
+        The backend's checkpoint says whether the stack exists, so opening one starts no `pulumi`
+        process and creating one starts `stack init` alone; where the checkpoint cannot be read
+        (Pulumi Cloud), `stack select` asks the CLI, as the SDK does.
+        """
         with self._guard:
             lock = self._stack_locks.setdefault(spec.label, threading.Lock())
         with lock:
@@ -219,24 +217,96 @@ class Workspaces:
                 cached = self._stacks.get(spec.label)
             if cached is not None:
                 return cached
-            name, options = self.stack_name(spec), self._options(spec)
-            program = pulumi_program(spec.program)
-            if create:
-                stack = auto.create_or_select_stack(
-                    stack_name=name, project_name=spec.pulumi_project, program=program, opts=options
-                )
-            else:
-                try:
-                    stack = auto.select_stack(
-                        stack_name=name,
-                        project_name=spec.pulumi_project,
-                        program=program,
-                        opts=options,
-                    )
-                except auto.StackNotFoundError:
+            name = self.stack_name(spec)
+            exists = self._exists(spec)
+            opened: auto.Stack
+            if exists:
+                opened = KnownStack(name, self._workspace(spec))  # no `pulumi stack select`
+            elif exists is False and create:
+                opened = auto.create_stack(
+                    stack_name=name,
+                    project_name=spec.pulumi_project,
+                    program=pulumi_program(spec.program),
+                    opts=self._options(spec),
+                )  # `stack init` alone: no `stack select` that is known to fail first
+            elif exists is False:
+                return None
+            else:  # the CLI's answer, as the SDK asks it
+                opened_or_none = self._sdk_open(spec, name, create)
+                if opened_or_none is None:
                     return None
+                opened = opened_or_none
+            stack = (
+                opened
+                if isinstance(opened, KnownStack)
+                else KnownStack(opened.name, opened.workspace)
+            )
+            stack.read_outputs = lambda: self.stored_outputs(spec)
             with self._guard:
                 return self._stacks.setdefault(spec.label, stack)
+
+    def _sdk_open(self, spec: StackSpec, name: str, create: bool) -> auto.Stack | None:
+        """The SDK's create-or-select (or select: None if missing), where the CLI must answer."""
+        program, options = pulumi_program(spec.program), self._options(spec)
+        if create:
+            return auto.create_or_select_stack(
+                stack_name=name, project_name=spec.pulumi_project, program=program, opts=options
+            )
+        try:
+            return auto.select_stack(
+                stack_name=name, project_name=spec.pulumi_project, program=program, opts=options
+            )
+        except auto.StackNotFoundError:
+            return None
+
+    def _workspace(self, spec: StackSpec) -> auto.LocalWorkspace:
+        """The stack's LocalWorkspace (writes its Pulumi.yaml; no process), as the SDK makes one
+        for an inline program."""
+        options = self._options(spec)
+        options.program = pulumi_program(spec.program)
+        assert options.project_settings is not None
+        if options.project_settings.main is None:
+            options.project_settings.main = os.getcwd()
+        return auto.LocalWorkspace(**options.__dict__)
+
+    @property
+    def reads_checkpoints(self) -> bool:
+        """Whether this engine reads the backend's checkpoints itself (a file, S3 or PostgreSQL
+        backend); on Pulumi Cloud the CLI is asked."""
+        return not self.pulumi_cloud
+
+    def _exists(self, spec: StackSpec) -> bool | None:
+        """Whether the backend holds the stack, from its checkpoint (no process); None where that
+        cannot be read here (Pulumi Cloud, or a backend that does not answer: the CLI tells)."""
+        if not self.reads_checkpoints:
+            return None
+        try:
+            found = self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
+        except StackflowError:
+            return None
+        return found is not None
+
+    def short_name(self, spec: StackSpec) -> str:
+        """The stack's name within its project (what the backend files it under)."""
+        return self.stack_name(spec).rsplit("/", 1)[-1]
+
+    def stored_outputs(self, spec: StackSpec) -> auto.OutputMap | None:
+        """The stack's outputs as the backend holds them, read with no process: plain ones from
+        the checkpoint, secret ones from the seal of stackflow's stamp (`stackflow.engine.sealed`).
+        None when they cannot be read so (Pulumi Cloud, no checkpoint, no passphrase to open a
+        secret one, an update that was not stackflow's): the CLI answers then."""
+        if not self.reads_checkpoints:
+            return None
+        try:
+            found = self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
+        except StackflowError:
+            return None
+        if found is None or found.manifest_time is None:
+            return None
+        opened = open_outputs(found.outputs, self.passphrase)
+        if opened is None:
+            return None
+        return {k: auto.OutputValue(v.value, secret=v.secret) for k, v in opened.items()}
 
     def forget(self, spec: StackSpec) -> None:
         """Drop the cached stack (it was removed from the backend)."""
@@ -256,25 +326,33 @@ class Workspaces:
             self._plugins_ready = True
 
     def set_config(self, stack: auto.Stack, spec: StackSpec) -> None:
-        """Make the stack's config the spec's: every value set, and the keys the spec no longer
-        has removed (a value taken out of a rehearsed project's stack file must not linger)."""
+        """Make the stack's config the spec's: every value set, and the keys the spec no longer has
+        removed (a value taken out of a rehearsed project's stack file must not linger). Nothing
+        runs when the workspace's Pulumi.<stack>.yaml already holds exactly these plain values; a
+        secret value is always set (the file holds it encrypted: equality cannot be seen there)."""
         wanted = self.config(spec)
-        stack.set_all_config(wanted)
-        stale = [key for key in self._config_keys(spec) if key not in wanted]
+        stored = self._stored_config(spec)
+        stale = [key for key in stored if key not in wanted]
+        plain_and_same = not any(item.secret for item in wanted.values()) and all(
+            stored.get(key) == item.value for key, item in wanted.items()
+        )
+        if not plain_and_same:
+            stack.set_all_config(wanted)
         if stale:
             stack.remove_all_config(stale)
 
-    def _config_keys(self, spec: StackSpec) -> list[str]:
-        """The keys of the stack's settings file in its workspace, read without `pulumi`."""
+    def _stored_config(self, spec: StackSpec) -> dict[str, object]:
+        """The config of the stack's settings file in its workspace, read without `pulumi`
+        (secret values as their ciphertext envelopes)."""
         import yaml  # type: ignore[import-untyped]
 
         path = self.work_dir(spec) / f"Pulumi.{spec.environment}.yaml"
         try:
             found = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
-            return []
+            return {}
         config = found.get("config") if isinstance(found, dict) else None
-        return [str(key) for key in config] if isinstance(config, dict) else []
+        return {str(k): v for k, v in config.items()} if isinstance(config, dict) else {}
 
     @staticmethod
     def config(spec: StackSpec) -> dict[str, auto.ConfigValue]:

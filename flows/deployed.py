@@ -1,0 +1,52 @@
+"""Whether an environment was ever deployed, and whether it holds anything: read from its record
+and its stacks' checkpoints in the backend, no `pulumi` process."""
+
+from __future__ import annotations
+
+from stackflow.backends import mask_url
+from stackflow.environments import read
+from stackflow.errors import SettingsError, StackflowError
+from stackflow.graph import bare_spec
+from stackflow.records import Records
+from tasks.context import RunContext
+
+
+class EnvironmentNotFound(SettingsError):
+    """An operation on an environment that was never deployed (no record, no state)."""
+
+
+def ensure_known(ctx: RunContext, records: Records) -> None:
+    """Refuse drift, refresh or destroy of an environment that never existed: no record of it and
+    no stack of it in the backend (a typo must not read as "no drift").
+
+    Raises:
+        EnvironmentNotFound: naming the environment and where it looked.
+    """
+    settings = ctx.settings
+    if read(records, settings.environment) is not None:
+        return
+    for stack in ctx.graph.stacks:
+        if ctx.engine.state(bare_spec(settings, stack)) is not None:
+            return
+    raise EnvironmentNotFound(
+        f"environment {settings.environment!r} was never deployed on the "
+        f"{settings.target_label}: no record of it in {records.where} and no stack of it in the "
+        f"backend {mask_url(settings.resolved_backend_url)}. Check the name; `up` deploys it. "
+        "Nothing was changed."
+    )
+
+
+# A stack's state always holds its root stack resource and its default provider.
+_BOOKKEEPING_RESOURCES = 2
+
+
+def holds_resources(ctx: RunContext) -> bool:
+    """Whether any stack of the environment holds a resource in the backend (read, no CLI)."""
+    for stack in ctx.graph.stacks:
+        try:
+            state = ctx.engine.state(bare_spec(ctx.settings, stack))
+        except StackflowError:
+            return True  # cannot tell: keep the record (cleanup will look again)
+        if state is not None and (state.resources > _BOOKKEEPING_RESOURCES or state.pending):
+            return True
+    return False
