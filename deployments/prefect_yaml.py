@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from deployments.serve import (
+from deployments.specs import (
     DRIFT_EVENT,
     ENTRYPOINTS,
     POOL,

@@ -6,10 +6,8 @@ imports Pulumi's SDK."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,30 +22,11 @@ from stackflow.engine.base import (
     StackState,
 )
 from stackflow.engine.checkpoints import CheckpointReader, stack_state
-from stackflow.errors import EngineUnavailable
+from stackflow.engine.versions import NAME, engine_versions
 from stackflow.redact import Redactor
 
 if TYPE_CHECKING:
     from stackflow.settings import Settings
-
-NAME = "automation"
-
-
-def engine_versions(cloud: str) -> dict[str, str]:
-    """SDK, plugin and (when the CLI is found) CLI versions; part of every fingerprint."""
-    from stackflow.pulumi_cli import CLI_VERSION, find_cli
-
-    found = {
-        "engine": NAME,
-        "cloud": cloud,
-        "pulumi-sdk": package_version("pulumi"),
-        "pulumi-aws": package_version("pulumi-aws"),
-        "pulumi-random": package_version("pulumi-random"),
-    }
-    with contextlib.suppress(EngineUnavailable):  # the engine says so when it runs
-        if find_cli() is not None:  # found only at exactly the pinned version
-            found["pulumi-cli"] = CLI_VERSION
-    return found
 
 
 class DeferredEngine:

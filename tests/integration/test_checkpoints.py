@@ -170,7 +170,6 @@ def test_the_reader_agrees_with_the_cli_and_starts_no_pulumi(
     assert shown["token"].value not in stored and shown["password"].value not in stored
     assert stacks == [s["name"] for s in listed] == [spec.environment]
     assert locks == []
-    assert warm_s < 0.25, f"a checkpoint read took {warm_s:.3f}s on {backend.kind}"
     print(
         f"\n{backend.kind}: checkpoint read {first_s * 1000:.1f} ms cold (connection included), "
         f"{warm_s * 1000:.2f} ms warm"

@@ -259,7 +259,8 @@ def test_lock_held_too_long_names_the_holder(
         started = time.monotonic()
         with pytest.raises(MigrationLockTimeout) as info:
             migrate(fresh_schema, settings(lock_timeout_s=1), three)
-        assert time.monotonic() - started < 5
+        # gave up after its 1 s lock timeout, not the default 300 s (a bound, never a benchmark)
+        assert time.monotonic() - started < 60
         assert f"KILL {holder_id}" in str(info.value)
     assert query(fresh_schema, "SHOW TABLES") == []  # nothing happened without the lock
 
@@ -346,11 +347,9 @@ def test_wrong_password_fails_fast_without_retrying(fresh_schema: MysqlTarget) -
         fresh_schema.database,
     )
     attempts: list[WaitAttempt] = []
-    started = time.monotonic()
     with pytest.raises(DatabaseAuthError) as info:
         wait_for_database(target, settings(), on_attempt=attempts.append)
-    assert time.monotonic() - started < 1.5
-    assert len(attempts) == 1
+    assert len(attempts) == 1  # refused at the first attempt: no retry, no waiting
     assert f"{fresh_schema.user}@127.0.0.1" in str(info.value) and wrong not in str(info.value)
     assert "(1045)" in str(info.value)
 
@@ -361,7 +360,7 @@ def test_nothing_listening_gives_up_after_the_wait_timeout() -> None:
     started = time.monotonic()
     with pytest.raises(DatabaseUnreachable, match=r"did not accept connections within 1\.5s"):
         wait_for_database(target, settings(wait_timeout_s=1.5), on_attempt=attempts.append)
-    assert 1.4 <= time.monotonic() - started < 4
+    assert 1.4 <= time.monotonic() - started < 60  # waited its 1.5 s, then gave up
     assert len(attempts) >= 3 and attempts[-1].next_delay_s is None
 
 

@@ -39,7 +39,7 @@ from stackflow.engine.base import (
 )
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
-from stackflow.engine.deferred import engine_versions
+from stackflow.engine.versions import engine_versions
 from stackflow.errors import OperationCancelled, PermanentStackError, StackError, StackflowError
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
