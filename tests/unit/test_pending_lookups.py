@@ -194,6 +194,11 @@ def test_named_resources_of_the_app_and_database_stacks_are_found_by_name(
     logs.create_log_group(logGroupName="/ecs/app-1")
     arn = secrets.create_secret(Name="stackflow/dev-1/mysql-password-1", SecretString="x")["ARN"]
     cluster = clients.client("ecs").create_cluster(clusterName="cluster-1")["cluster"]["clusterArn"]
+    vpc = clients.client("ec2").create_vpc(CidrBlock="10.6.0.0/16")["Vpc"]["VpcId"]
+    group = clients.client("elbv2").create_target_group(
+        Name="app-tg-1", Protocol="HTTP", Port=80, VpcId=vpc
+    )["TargetGroups"][0]["TargetGroupArn"]
+    clients.client("ecr").create_repository(repositoryName="app-1")
 
     def found(kind: str, **inputs: Any) -> str | None:
         return look_up(pending(kind, "x", **inputs), clients, set()).found
@@ -204,6 +209,11 @@ def test_named_resources_of_the_app_and_database_stacks_are_found_by_name(
     assert found("aws:cloudwatch/logGroup:LogGroup", name="/ecs/app") is None  # a prefix of it
     assert found("aws:secretsmanager/secret:Secret", name="stackflow/dev-1/mysql-password-1") == arn
     assert found("aws:ecs/cluster:Cluster", name="cluster-1") == cluster
+    assert found("aws:ecs/cluster:Cluster", name="cluster-2") is None
+    assert found("aws:lb/targetGroup:TargetGroup", name="app-tg-1") == group
+    assert found("aws:lb/targetGroup:TargetGroup", name="app-tg-2") is None
+    assert found("aws:ecr/repository:Repository", name="app-1") == "app-1"
+    assert found("aws:ecr/repository:Repository", name="app-2") is None
     assert found("random:index/randomPassword:RandomPassword") is None  # in the state alone
 
 

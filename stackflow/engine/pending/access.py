@@ -4,17 +4,8 @@ a role's and a log group's is its name, an attachment's `role/policyArn`, an inl
 
 from __future__ import annotations
 
-from stackflow.engine.pending.cloud import CloudClients, answer
+from stackflow.engine.pending.cloud import CloudClients, answer, by_name
 from stackflow.engine.pending.model import Candidate, Lookup, Props, text
-
-
-def role(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    iam = clients.client("iam")
-    found = answer(lambda: iam.get_role(RoleName=name), "NoSuchEntity")
-    return [Candidate(found["Role"]["RoleName"])] if found else []
 
 
 def role_policy_attachment(clients: CloudClients, inputs: Props) -> list[Candidate]:
@@ -44,17 +35,6 @@ def log_group(clients: CloudClients, inputs: Props) -> list[Candidate]:
     return [Candidate(name) for g in found if g.get("logGroupName") == name]
 
 
-def secret(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    secrets = clients.client("secretsmanager")
-    found = answer(lambda: secrets.describe_secret(SecretId=name), "ResourceNotFoundException")
-    if not found or found.get("DeletedDate"):
-        return []  # one awaiting deletion keeps its name, but no update made it
-    return [Candidate(found["ARN"])]
-
-
 def secret_version(clients: CloudClients, inputs: Props) -> list[Candidate]:
     secret_id = text(inputs, "secretId")
     if secret_id is None:
@@ -66,10 +46,21 @@ def secret_version(clients: CloudClients, inputs: Props) -> list[Candidate]:
 
 
 LOOKUPS: dict[str, Lookup] = {
-    "aws:iam/role:Role": role,
+    "aws:iam/role:Role": by_name(
+        "iam", "get_role", "RoleName", "Role", "RoleName", gone=("NoSuchEntity",)
+    ),
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": role_policy_attachment,
     "aws:iam/rolePolicy:RolePolicy": role_policy,
     "aws:cloudwatch/logGroup:LogGroup": log_group,
-    "aws:secretsmanager/secret:Secret": secret,
+    "aws:secretsmanager/secret:Secret": by_name(
+        "secretsmanager",
+        "describe_secret",
+        "SecretId",
+        "",
+        "ARN",
+        gone=("ResourceNotFoundException",),
+        # one awaiting deletion keeps its name, but no update made it
+        alive=lambda found: not found.get("DeletedDate"),
+    ),
     "aws:secretsmanager/secretVersion:SecretVersion": secret_version,
 }

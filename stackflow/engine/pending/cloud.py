@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stackflow.engine.pending.model import Candidate, Lookup, Props, text
 from stackflow.errors import StackflowError
 
 # Codes after which the same question may get an answer (AWS's throttling and its own faults).
@@ -118,3 +119,33 @@ def answer(call: Callable[[], Any], *gone: str) -> Any | None:
         if absent(exc, gone):
             return None
         raise
+
+
+def by_name(
+    service: str,
+    call: str,
+    param: str,
+    answers: str,
+    ident: str,
+    *,
+    given: str = "name",
+    gone: Sequence[str] = (),
+    listed: bool = False,
+    alive: Callable[[Mapping[str, Any]], bool] = lambda _item: True,
+) -> Lookup:
+    """The lookup of a type with a physical name: `<service>.<call>(<param>=inputs[given])` (the
+    name in a list when `listed`), the items under `answers` ("" for the answer itself, a single
+    item when it is a mapping) that are `alive`, each item's `ident` as the id; AWS's `gone`
+    codes mean there is none."""
+
+    def lookup(clients: CloudClients, inputs: Props) -> list[Candidate]:
+        name = text(inputs, given)
+        if name is None:
+            return []
+        client = clients.client(service)
+        found = answer(lambda: getattr(client, call)(**{param: [name] if listed else name}), *gone)
+        items = (found or {}).get(answers) if answers else found
+        items = [items] if isinstance(items, Mapping) else list(items or [])
+        return [Candidate(str(item[ident])) for item in items if alive(item)]
+
+    return lookup

@@ -5,16 +5,8 @@ repository's name."""
 
 from __future__ import annotations
 
-from stackflow.engine.pending.cloud import CloudClients, answer
+from stackflow.engine.pending.cloud import CloudClients, answer, by_name
 from stackflow.engine.pending.model import Candidate, Lookup, Props, text
-
-
-def ecs_cluster(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    found = clients.client("ecs").describe_clusters(clusters=[name])["clusters"]
-    return [Candidate(c["clusterArn"]) for c in found if c.get("status") != "INACTIVE"]
 
 
 def task_definition(clients: CloudClients, inputs: Props) -> list[Candidate]:
@@ -42,24 +34,6 @@ def ecs_service(clients: CloudClients, inputs: Props) -> list[Candidate]:
     return [Candidate(s["serviceArn"]) for s in services if s.get("status") != "INACTIVE"]
 
 
-def load_balancer(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    elb = clients.client("elbv2")
-    found = answer(lambda: elb.describe_load_balancers(Names=[name]), "LoadBalancerNotFound")
-    return [Candidate(b["LoadBalancerArn"]) for b in (found or {}).get("LoadBalancers", [])]
-
-
-def target_group(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    elb = clients.client("elbv2")
-    found = answer(lambda: elb.describe_target_groups(Names=[name]), "TargetGroupNotFound")
-    return [Candidate(g["TargetGroupArn"]) for g in (found or {}).get("TargetGroups", [])]
-
-
 def listener(clients: CloudClients, inputs: Props) -> list[Candidate]:
     balancer, port = text(inputs, "loadBalancerArn"), inputs.get("port")
     if balancer is None:
@@ -71,17 +45,6 @@ def listener(clients: CloudClients, inputs: Props) -> list[Candidate]:
         for found_listener in (found or {}).get("Listeners", [])
         if port is None or int(found_listener.get("Port", -1)) == int(port)
     ]
-
-
-def ecr_repository(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    ecr = clients.client("ecr")
-    found = answer(
-        lambda: ecr.describe_repositories(repositoryNames=[name]), "RepositoryNotFoundException"
-    )
-    return [Candidate(r["repositoryName"]) for r in (found or {}).get("repositories", [])]
 
 
 def ecr_lifecycle_policy(clients: CloudClients, inputs: Props) -> list[Candidate]:
@@ -98,12 +61,44 @@ def ecr_lifecycle_policy(clients: CloudClients, inputs: Props) -> list[Candidate
 
 
 LOOKUPS: dict[str, Lookup] = {
-    "aws:ecs/cluster:Cluster": ecs_cluster,
+    "aws:ecs/cluster:Cluster": by_name(
+        "ecs",
+        "describe_clusters",
+        "clusters",
+        "clusters",
+        "clusterArn",
+        listed=True,
+        alive=lambda cluster: cluster.get("status") != "INACTIVE",
+    ),
     "aws:ecs/taskDefinition:TaskDefinition": task_definition,
     "aws:ecs/service:Service": ecs_service,
-    "aws:lb/loadBalancer:LoadBalancer": load_balancer,
-    "aws:lb/targetGroup:TargetGroup": target_group,
+    "aws:lb/loadBalancer:LoadBalancer": by_name(
+        "elbv2",
+        "describe_load_balancers",
+        "Names",
+        "LoadBalancers",
+        "LoadBalancerArn",
+        gone=("LoadBalancerNotFound",),
+        listed=True,
+    ),
+    "aws:lb/targetGroup:TargetGroup": by_name(
+        "elbv2",
+        "describe_target_groups",
+        "Names",
+        "TargetGroups",
+        "TargetGroupArn",
+        gone=("TargetGroupNotFound",),
+        listed=True,
+    ),
     "aws:lb/listener:Listener": listener,
-    "aws:ecr/repository:Repository": ecr_repository,
+    "aws:ecr/repository:Repository": by_name(
+        "ecr",
+        "describe_repositories",
+        "repositoryNames",
+        "repositories",
+        "repositoryName",
+        gone=("RepositoryNotFoundException",),
+        listed=True,
+    ),
     "aws:ecr/lifecyclePolicy:LifecyclePolicy": ecr_lifecycle_policy,
 }

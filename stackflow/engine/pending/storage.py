@@ -5,7 +5,7 @@ lives in the state alone: no cloud ever holds one, so its pending create is alwa
 
 from __future__ import annotations
 
-from stackflow.engine.pending.cloud import CloudClients, answer
+from stackflow.engine.pending.cloud import CloudClients, answer, by_name
 from stackflow.engine.pending.model import Candidate, Lookup, Props, text
 
 _NO_BUCKET = ("404", "NoSuchBucket", "NotFound")
@@ -43,15 +43,6 @@ def _bucket_setting(call: str, *gone: str) -> Lookup:
     return lookup
 
 
-def function(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    name = text(inputs, "name")
-    if name is None:
-        return []
-    lambda_ = clients.client("lambda")
-    found = answer(lambda: lambda_.get_function(FunctionName=name), "ResourceNotFoundException")
-    return [Candidate(found["Configuration"]["FunctionName"])] if found else []
-
-
 def state_machine(clients: CloudClients, inputs: Props) -> list[Candidate]:
     name = text(inputs, "name")
     if name is None:
@@ -79,7 +70,14 @@ LOOKUPS: dict[str, Lookup] = {
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _ACCESS_BLOCK,
     "aws:s3/bucketWebsiteConfiguration:BucketWebsiteConfiguration": _WEBSITE,
     "aws:s3/bucketWebsiteConfigurationV2:BucketWebsiteConfigurationV2": _WEBSITE,
-    "aws:lambda/function:Function": function,
+    "aws:lambda/function:Function": by_name(
+        "lambda",
+        "get_function",
+        "FunctionName",
+        "Configuration",
+        "FunctionName",
+        gone=("ResourceNotFoundException",),
+    ),
     "aws:sfn/stateMachine:StateMachine": state_machine,
     "random:index/randomPassword:RandomPassword": in_the_state_alone,
 }
