@@ -647,6 +647,7 @@ class StateRoundTrip:
         self.fake = fake
         self.commands: list[list[str]] = []
         self.imported: list[dict[str, Any]] = []
+        self.resources: list[dict[str, Any]] = [{"urn": "stack"}]
 
     def __call__(self, stack: Any, args: list[str], on_output: Any = None) -> auto.CommandResult:
         import json
@@ -655,7 +656,7 @@ class StateRoundTrip:
         if args[:2] == ["stack", "import"]:
             self.imported.append(json.loads(Path(args[args.index("--file") + 1]).read_text()))
             return auto.CommandResult(stdout="", stderr="", code=0)
-        deployment = {"resources": [{"urn": "stack"}], "pending_operations": self.fake.pending}
+        deployment = {"resources": self.resources, "pending_operations": self.fake.pending}
         body = {"version": 3, "deployment": deployment}
         return auto.CommandResult(stdout=json.dumps(body), stderr="", code=0)
 
@@ -685,6 +686,8 @@ def test_boundary_recover_imports_the_pending_creates_found_and_clears_the_rest(
         },
     ]
     state = StateRoundTrip(fake)
+    replaced = {"urn": vpc, "type": "aws:ec2/vpc:Vpc", "id": "vpc-0old"}  # a create-replacement
+    state.resources.append(replaced)
     monkeypatch.setattr(recovery, "run_stack_command", state)
 
     def look_up(pending: PendingCreate, clients: Any, held: Any) -> Verdict:
@@ -712,6 +715,7 @@ def test_boundary_recover_imports_the_pending_creates_found_and_clears_the_rest(
     # the state imported: the found create among the resources with its id, nothing pending
     (imported,) = state.imported
     assert imported["deployment"]["pending_operations"] == []
+    assert imported["deployment"]["resources"][1] == {**replaced, "delete": True}  # it goes next
     assert imported["deployment"]["resources"][-1] == {
         "urn": vpc,
         "type": "aws:ec2/vpc:Vpc",

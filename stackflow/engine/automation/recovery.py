@@ -161,9 +161,13 @@ def _adopt(
             # What the create was given stands in for its outputs until the refresh reads them.
             resource["outputs"] = dict(resource.get("outputs") or resource.get("inputs") or {})
             adopted.append(resource)
+    resources = [dict(r) for r in deployment.get("resources") or []]
+    for resource in resources:
+        if resource.get("urn") in found:  # the create replaced it: it goes at the next update
+            resource["delete"] = True
     # Every resource a create waits for is in the state already, and nothing was created after
     # it that depends on it: at the end, the order stays valid.
-    deployment["resources"] = [*(deployment.get("resources") or []), *adopted]
+    deployment["resources"] = [*resources, *adopted]
     deployment["pending_operations"] = []
     folder = ws.work_dir(spec)
     descriptor, name = tempfile.mkstemp(prefix=".recovered-", suffix=".json", dir=folder)
