@@ -205,11 +205,12 @@ def stack_operation(
         ctx.check_not_cancelled(node)  # interrupted while the slot was taken: start nothing
         ctx.publish(node, NodeState.RUNNING, attempt=attempt)
         fence = _hold(ctx, spec, held, freed)
-        if operation is not Operation.PREVIEW and engine.recover(spec, listener, fence):
-            logger.warning("%s: recovered what an interrupted operation left behind", spec.label)
-            ctx.healed[node] = (
-                "cleared what an interrupted operation left (lock, pending operations)"
-            )
+        recovered = (
+            engine.recover(spec, listener, fence) if operation is not Operation.PREVIEW else None
+        )
+        if recovered:
+            logger.warning("%s: %s", spec.label, recovered.note)
+            ctx.healed[node] = recovered.note
         if fence is not None and operation is not Operation.PREVIEW:
             fence.settle(lambda: bool((found := engine.state(spec)) and found.locked))
         try:

@@ -11,9 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from stackflow.redact import MASK, Redactor
+
+if TYPE_CHECKING:
+    from stackflow.engine.pending import Recovery
 
 ProgramFn = Callable[[], Mapping[str, Any]]
 """A Pulumi program: declares resources when called and returns its exports (name -> Output)."""
@@ -301,11 +304,12 @@ class Engine(Protocol):
         None when the backend has no state for it."""
         ...
 
-    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> bool:
-        """Clear what an interrupted operation left behind (pending operations, a stale lock);
-        `fence(lock)` says why a lock another host's process holds may be broken ("" if not).
+    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> Recovery:
+        """Clear what an interrupted operation left behind (a stale lock, pending operations),
+        importing the pending creates the cloud made; `fence(lock)` says why a lock another
+        host's process holds may be broken ("" if not).
 
-        Returns True if anything was cleared, and says so through the listener.
+        Returns what it did (true if anything), and says it through the listener.
         """
         ...
 

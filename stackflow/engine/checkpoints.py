@@ -180,6 +180,17 @@ def parse_checkpoint(blob: Blob, project: str, stack: str, where: str = "") -> C
     )
 
 
+def holdings(deployment: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """(type token, id) and (type token, ARN) of each resource a deployment (a checkpoint's
+    `latest`, an export's `deployment`) holds."""
+    held: set[tuple[str, str]] = set()
+    for resource in deployment.get("resources") or []:
+        kind = str(resource.get("type", ""))
+        arn = (resource.get("outputs") or {}).get("arn")
+        held.update((kind, str(v)) for v in (resource.get("id"), arn) if isinstance(v, str) and v)
+    return held
+
+
 def _lock_holder(blob: Blob) -> LockHolder:
     try:
         body = json.loads(blob.data)
@@ -250,6 +261,32 @@ class CheckpointReader:
             if suffix is not None and "/" not in name:
                 names.add(name[: -len(suffix)])
         return sorted(names)
+
+    def holdings(self) -> set[tuple[str, str]]:
+        """What every stack of every project in the backend holds (see `holdings`); a checkpoint
+        this reader cannot read holds nothing it can tell.
+
+        Raises:
+            StateBackendUnavailable: the backend did not answer.
+        """
+        held: set[tuple[str, str]] = set()
+        stacks = set()
+        for key in self._blobs.names(f"{STACKS}/"):
+            name = key[len(STACKS) + 1 :]
+            suffix = next((s for s in _VARIANTS if name.endswith(s)), None)
+            if suffix is not None and name.count("/") == 1:
+                stacks.add(name[: -len(suffix)])
+        for stack in sorted(stacks):
+            blob = self._blobs.latest([f"{STACKS}/{stack}{s}" for s in _VARIANTS])
+            try:
+                body = _json(blob, self.where) if blob is not None else {}
+            except CheckpointError:
+                continue
+            latest = (
+                (body.get("checkpoint") or {}).get("latest") if isinstance(body, Mapping) else {}
+            )
+            held |= holdings(latest or {})
+        return held
 
     def close(self) -> None:
         """Let go of the backend's connection."""

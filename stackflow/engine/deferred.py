@@ -26,6 +26,7 @@ from stackflow.engine.versions import NAME, engine_versions
 from stackflow.redact import Redactor
 
 if TYPE_CHECKING:
+    from stackflow.engine.pending import Recovery
     from stackflow.settings import Settings
 
 
@@ -102,7 +103,7 @@ class DeferredEngine:
     def exists(self, spec: StackSpec) -> bool:
         return self.engine().exists(spec)
 
-    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> bool:
+    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> Recovery:
         return self.engine().recover(spec, listener, fence)
 
     def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:

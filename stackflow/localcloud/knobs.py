@@ -23,6 +23,12 @@ A fault's kind says what the plugin does with the call it hits:
     crash       end the plugin process at once, mid-call, without answering (`os._exit`): a
                 provider that crashed; `code` and `message` are not used
 
+A fault's `when` says where in the call it strikes: `before` (the default) the AWS call is made,
+so the cloud is untouched, or `after` it, so the cloud has done what was asked and only the answer
+is lost: `{"kind": "hang", "when": "after", "type": "aws:rds/instance:Instance"}` holds the
+answer of a create whose instance exists (what a `pulumi` killed at that moment leaves: a pending
+create of a resource the cloud holds).
+
 Refusals read as pulumi-aws prints an AWS error: the call's `code` and `message`, StatusCode 400.
 """
 
@@ -45,6 +51,7 @@ from stackflow.localcloud.errors import (
 
 Operation = Literal["create", "update", "delete", "read"]
 FaultKind = Literal["transient", "permanent", "hang", "crash"]
+FaultWhen = Literal["before", "after"]
 
 _DEFAULT_ERRORS: dict[str, tuple[str, str]] = {
     "transient": ("Throttling", "Rate exceeded"),
@@ -75,6 +82,10 @@ class Fault(BaseModel):
     environment: str | None = Field(None, description="Environment name (dev); absent: any.")
     type: str | None = Field(None, description="Pulumi type token; absent: any.")
     operations: list[Operation] | None = Field(None, description="Operations hit; absent: any.")
+    when: FaultWhen = Field(
+        "before",
+        description="before the AWS call (the cloud untouched) or after it (done, answer lost).",
+    )
 
     def matches(self, call: KnobCall) -> bool:
         """Whether this fault applies to `call` (counts not considered)."""
@@ -92,6 +103,7 @@ class Fault(BaseModel):
             "kind": self.kind,
             "code": self.code or default_code,
             "message": self.message or default_message,
+            "when": self.when,
         }
 
 
@@ -123,7 +135,8 @@ class KnobSpec(BaseModel):
             raise KnobsError(
                 f"invalid local cloud knob spec ({problems}); expected "
                 '{"latency_s": {"<*|node|env:NAME|type token>": seconds}, "faults": '
-                '[{"kind": "transient|permanent|hang|crash", "count": N|null, ...}]}'
+                '[{"kind": "transient|permanent|hang|crash", "when": "before|after", '
+                '"count": N|null, ...}]}'
             ) from None
 
     def dump(self) -> dict[str, Any]:
@@ -151,7 +164,8 @@ def take_from(spec: KnobSpec, call: KnobCall) -> tuple[KnobSpec, dict[str, Any]]
     whose count is consumed (pure: returns the new spec beside the answer).
 
     Returns:
-        (spec after consumption, {"latency_s": float, "fault": None | {"kind","code","message"}})
+        (spec after consumption,
+         {"latency_s": float, "fault": None | {"kind", "code", "message", "when"}})
     """
     fault_answer: dict[str, str] | None = None
     faults = list(spec.faults)
@@ -244,7 +258,7 @@ def take(url: str, node: str, environment: str, type: str, operation: str) -> di
     """Ask the cloud server for one call's latency and fault (consuming one fault count).
 
     Returns:
-        {"latency_s": float, "fault": None | {"kind", "code", "message"}}
+        {"latency_s": float, "fault": None | {"kind", "code", "message", "when"}}
     """
     payload = {"node": node, "environment": environment, "type": type, "operation": operation}
     answer: dict[str, Any] = _control(url, "knobs/take", payload)

@@ -31,8 +31,9 @@ def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
 ) -> None:
     """Local cloud: `up` (networking) is held mid-operation by a hang knob on a subnet's create and
     SIGKILLed with its Pulumi CLI. It leaves the stack's lock, a pending create and its concurrency
-    slot behind. The next `up` removes the lock, clears the pending create and releases the slot,
-    then completes; a third `up` makes no engine call and the outputs read back."""
+    slot behind. The next `up` removes the lock, finds the cloud never made the subnet and clears
+    the pending create, releases the slot, then completes (creating the subnet once); a third
+    `up` makes no engine call and the outputs read back."""
     env, state_dir = fault_env.environment, fault_env.state_dir
     set_knobs(
         fault_env.cloud.url,
@@ -91,8 +92,12 @@ def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
     ), second
     assert (
         f"stack {env}/networking has 1 pending operations left by an interrupted update; "
-        "clearing them" in second.log
+        "looking its pending creates up in the local cloud" in second.log
     ), second
+    # the hang held the create before it reached the cloud: nothing to import, so it is cleared
+    subnet = pending["resource"]["urn"].rsplit("::", 1)[-1]
+    cleared = f"cleared {SUBNET} {subnet}: the local cloud never made it"
+    assert f"stack {env}/networking: {cleared}" in second.log, second
     assert (
         f"released the concurrency slot of {env}/networking held by pid {victim.pid}, which is "
         "gone" in second.output
@@ -101,7 +106,10 @@ def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
     assert re.search(r"^networking\s+updated ", second.stdout, re.MULTILINE), second
     # the summary tells it too, not only the log
     assert re.search(
-        r"^networking: cleared what an interrupted operation left", second.stdout, re.MULTILINE
+        rf"^networking: recovered what an interrupted operation left: removed its lock; "
+        rf"{re.escape(cleared)}$",
+        second.stdout,
+        re.MULTILINE,
     ), second
     assert not lock.exists() and lock_files(state_dir, env, "networking") == []
     assert pending_operations(state_dir, env, "networking") == []

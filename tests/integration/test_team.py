@@ -373,6 +373,7 @@ def test_a_run_whose_machine_died_ends_crashed_and_the_next_run_elsewhere_heals_
     else:
         team.logs_containing(again, f"pulumi pid {lock.pid} on {victim.host}, which is gone")
     summary = team.artifact(again, f"up-{crash}")
-    assert "cleared what an interrupted operation left" in summary, summary
+    assert "recovered what an interrupted operation left" in summary, summary
+    assert "the local cloud never made it" in summary, summary
     assert locks(team.backend_url, crash, "networking") == []
     assert pending_operations(team.backend_url, crash, "networking") == []

@@ -648,40 +648,108 @@ def test_the_cli_runs_in_a_process_group_of_its_own_without_stackflows_variables
     assert "canary-passphrase-777" not in result.stdout
 
 
-def test_boundary_recover_clears_pending_operations(
-    engine: AutomationEngine, fake: FakePulumi
+class StateRoundTrip:
+    """`pulumi stack export` and `stack import --file` as recovery runs them (through the stack's
+    command runner): the export holds the fake's pending operations; imports are kept."""
+
+    def __init__(self, fake: FakePulumi) -> None:
+        self.fake = fake
+        self.commands: list[list[str]] = []
+        self.imported: list[dict[str, Any]] = []
+        self.resources: list[dict[str, Any]] = [{"urn": "stack"}]
+
+    def __call__(self, stack: Any, args: list[str], on_output: Any = None) -> auto.CommandResult:
+        import json
+
+        self.commands.append(args)
+        if args[:2] == ["stack", "import"]:
+            self.imported.append(json.loads(Path(args[args.index("--file") + 1]).read_text()))
+            return auto.CommandResult(stdout="", stderr="", code=0)
+        deployment = {"resources": self.resources, "pending_operations": self.fake.pending}
+        body = {"version": 3, "deployment": deployment}
+        return auto.CommandResult(stdout=json.dumps(body), stderr="", code=0)
+
+
+def test_boundary_recover_imports_the_pending_creates_found_and_clears_the_rest(
+    engine: AutomationEngine, fake: FakePulumi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from stackflow.engine.automation import recovery
+    from stackflow.engine.pending import PendingCreate, Verdict
+
     engine.run(Operation.UP, spec(), Lines())
+    vpc = "urn:pulumi:dev::t-networking::aws:ec2/vpc:Vpc::vpc"
+    eip = "urn:pulumi:dev::t-networking::aws:ec2/eip:Eip::nat"
     fake.pending = [
         {
-            "resource": {"urn": "urn:pulumi:dev::t-networking::aws:ec2/vpc:Vpc::vpc"},
+            "resource": {
+                "urn": vpc,
+                "type": "aws:ec2/vpc:Vpc",
+                "inputs": {"cidrBlock": "10.0.0.0/16"},
+            },
             "type": "creating",
         },
+        {"resource": {"urn": eip, "type": "aws:ec2/eip:Eip", "inputs": {}}, "type": "creating"},
         {
-            "resource": {"urn": "urn:pulumi:dev::t-networking::aws:ec2/eip:Eip::nat"},
-            "type": "creating",
+            "resource": {"urn": "urn:pulumi:dev::t-networking::aws:ec2/subnet:Subnet::a"},
+            "type": "updating",
         },
     ]
+    state = StateRoundTrip(fake)
+    replaced = {"urn": vpc, "type": "aws:ec2/vpc:Vpc", "id": "vpc-0old"}  # a create-replacement
+    state.resources.append(replaced)
+    monkeypatch.setattr(recovery, "run_stack_command", state)
+
+    def look_up(pending: PendingCreate, clients: Any, held: Any) -> Verdict:
+        return Verdict(pending, found="vpc-0new" if pending.urn == vpc else None)
+
+    monkeypatch.setattr(recovery, "look_up", look_up)
     fresh = AutomationEngine(engine.settings)  # a new run: selects the stack, nothing cached
     listener = Lines()
 
-    assert fresh.recover(spec(), listener) is True
+    recovered = fresh.recover(spec(), listener)
 
-    assert any(
-        "stack dev/networking has 2 pending operations left by an interrupted update; clearing "
-        "them with a refresh --clear-pending-creates" in line
-        for line in listener.lines
+    assert recovered and not recovered.unlocked and recovered.other_pending == 1
+    assert [v.found for v in recovered.verdicts] == ["vpc-0new", None]
+    assert recovered.note == (
+        "recovered what an interrupted operation left: cleared 1 pending updates, deletes or "
+        "reads; imported aws:ec2/vpc:Vpc vpc as vpc-0new: AWS had made it; cleared "
+        "aws:ec2/eip:Eip nat: AWS never made it"
     )
-    [refresh] = fake.stack().method_calls("refresh")
+    said = "\n".join(listener.lines)
+    assert (
+        "stack dev/networking has 3 pending operations left by an interrupted update; looking "
+        "its pending creates up in AWS" in said
+    )
+    assert "stack dev/networking: imported aws:ec2/vpc:Vpc vpc as vpc-0new" in said
+    # the state imported: the found create among the resources with its id, nothing pending
+    (imported,) = state.imported
+    assert imported["deployment"]["pending_operations"] == []
+    assert imported["deployment"]["resources"][1] == {**replaced, "delete": True}  # it goes next
+    assert imported["deployment"]["resources"][-1] == {
+        "urn": vpc,
+        "type": "aws:ec2/vpc:Vpc",
+        "inputs": {"cidrBlock": "10.0.0.0/16"},
+        "id": "vpc-0new",
+        "outputs": {"cidrBlock": "10.0.0.0/16"},
+    }
+    assert [c[:2] for c in state.commands] == [["stack", "export"], ["stack", "import"]]
+    assert "--show-secrets" not in state.commands[0]  # the export keeps secrets encrypted
+    [refresh] = fake.stack().method_calls("refresh")  # then a refresh reads them from the cloud
     assert refresh["clear_pending_creates"] is True
     assert len(fake.created) == 1 and len(fake.selected) == 1
 
 
-def test_boundary_recover_with_nothing_pending(engine: AutomationEngine, fake: FakePulumi) -> None:
-    assert engine.recover(spec(), Lines()) is False  # no stack yet: nothing created for it
+def test_boundary_recover_with_nothing_pending(
+    engine: AutomationEngine, fake: FakePulumi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stackflow.engine.automation import recovery
+
+    monkeypatch.setattr(recovery, "run_stack_command", StateRoundTrip(fake))
+    assert not engine.recover(spec(), Lines())  # no stack yet: nothing created for it
     assert fake.created == []
     engine.run(Operation.UP, spec(), Lines())
-    assert engine.recover(spec(), Lines()) is False
+    recovered = engine.recover(spec(), Lines())
+    assert not recovered and recovered.note == ""
     assert fake.stack().method_calls("refresh") == []
 
 

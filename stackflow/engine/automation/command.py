@@ -169,3 +169,24 @@ def find_pulumi_cli(commands: RunningCommands | None = None) -> PulumiCLI:
             f"cores) and reuses it after, or put a pulumi v{CLI_VERSION} on PATH and run it again"
         )
     return PulumiCLI(path, VersionInfo.parse(CLI_VERSION), commands or RunningCommands())
+
+
+def run_stack_command(
+    stack: auto.Stack, args: list[str], on_output: Callable[[str], Any] | None = None
+) -> auto.CommandResult:
+    """Run `pulumi <args>` on `stack` as the SDK runs its own commands (`Stack.refresh` and the
+    rest): through the workspace's command runner, in its folder, with its environment and its
+    `--stack` arguments. For what the SDK's methods do not expose.
+
+    Raises:
+        CommandError: the command failed (the SDK's error types, for the classifier).
+    """
+    workspace = stack.workspace
+    env = {"PULUMI_DEBUG_COMMANDS": "true"}
+    if workspace.pulumi_home is not None:
+        env["PULUMI_HOME"] = workspace.pulumi_home
+    env.update(workspace.env_vars)
+    full = [*args, *workspace.serialize_args_for_op(stack.name), "--stack", stack.name]
+    result = workspace.pulumi_command.run(full, workspace.work_dir, env, on_output, None)
+    workspace.post_command_callback(stack.name)
+    return result

@@ -39,6 +39,7 @@ from stackflow.engine.base import (
 )
 from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
 from stackflow.engine.classify import is_transient_error as is_transient_error
+from stackflow.engine.pending import Recovery
 from stackflow.engine.versions import engine_versions
 from stackflow.errors import OperationCancelled, PermanentStackError, StackError, StackflowError
 from stackflow.redact import Redactor
@@ -361,18 +362,17 @@ class AutomationEngine:
             failure = classify(exc, spec.label, self.ws.redactor)
         raise failure
 
-    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> bool:
-        """Clear what an interrupted update left behind (see `recovery.recover`); `fence` says
-        whether a lock another host's process holds may be broken.
-
-        Returns True if anything was cleared, and says so through the listener.
+    def recover(self, spec: StackSpec, listener: Listener, fence: Fence | None = None) -> Recovery:
+        """Clear what an interrupted update left behind, importing the pending creates the cloud
+        made (see `recovery.recover`); `fence` says whether a lock another host's process holds
+        may be broken. What it did is said through the listener, and in the Recovery.
 
         Raises:
             EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
         """
         self.ws.teach(spec, listener)
 
-        def clear() -> bool:
+        def clear() -> Recovery:
             return recover(self.ws, spec, listener, self._running_on, fence)
 
         return self._call(spec, listener.redactor, clear)

@@ -22,7 +22,7 @@ from google.protobuf import empty_pb2
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.errors import FaultInjected
 from stackflow.localcloud.plugin.awserrors import api_call_for, aws_error_text
-from stackflow.localcloud.plugin.faults import apply_knobs
+from stackflow.localcloud.plugin.faults import with_knobs
 from stackflow.localcloud.plugin.packages import DEFAULT_REGION, ENDPOINT_ENV, PACKAGES
 from stackflow.localcloud.plugin.rules import (
     EMPTY,
@@ -95,12 +95,12 @@ class ProviderServicer:
         context.abort(code, text)
         raise AssertionError("unreachable: abort raises")
 
-    def _knobs(self, urn: str, token: str, operation: str) -> None:
-        """Apply the cloud server's latency and faults for this call (never for `random`)."""
+    def _knobs(self, urn: str, token: str, operation: str, call: Callable[[], T]) -> T:
+        """Run `call` under the cloud server's latency and faults for it (never for `random`)."""
         if self.package != "aws" or not self._has_control_api():
-            return
+            return call()
         try:
-            apply_knobs(self.ctx.control_api, urn, token, operation)
+            return with_knobs(self.ctx.control_api, urn, token, operation, call)
         except FaultInjected:
             self._service.current = api_call_for(token, operation)[0]  # the error names it
             raise
@@ -243,8 +243,9 @@ class ProviderServicer:
         what = f"{rtype.token} ({logical_name(request.urn)})"
 
         def create() -> tuple[str, Props]:
-            self._knobs(request.urn, rtype.token, "create")
-            return rtype.create(self.ctx, inputs)
+            return self._knobs(
+                request.urn, rtype.token, "create", lambda: rtype.create(self.ctx, inputs)
+            )
 
         resource_id, computed = self._guard(context, "creating", what, create)
         outputs = {**inputs, **computed}
@@ -262,8 +263,9 @@ class ProviderServicer:
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
         def read() -> Props | None:
-            self._knobs(request.urn, rtype.token, "read")
-            return rtype.read(self.ctx, request.id, state)
+            return self._knobs(
+                request.urn, rtype.token, "read", lambda: rtype.read(self.ctx, request.id, state)
+            )
 
         observed = self._guard(context, "reading", what, read)
         if observed is None:
@@ -293,8 +295,12 @@ class ProviderServicer:
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
         def run() -> Props:
-            self._knobs(request.urn, rtype.token, "update")
-            return update(self.ctx, request.id, olds, news, frozenset(changed))
+            return self._knobs(
+                request.urn,
+                rtype.token,
+                "update",
+                lambda: update(self.ctx, request.id, olds, news, frozenset(changed)),
+            )
 
         computed = self._guard(context, "updating", what, run)
         return provider_pb2.UpdateResponse(properties=to_struct({**kept, **news, **computed}))
@@ -305,8 +311,12 @@ class ProviderServicer:
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
         def delete() -> None:
-            self._knobs(request.urn, rtype.token, "delete")
-            rtype.delete(self.ctx, request.id, state)
+            self._knobs(
+                request.urn,
+                rtype.token,
+                "delete",
+                lambda: rtype.delete(self.ctx, request.id, state),
+            )
 
         self._guard(context, "deleting", what, delete)
         return empty_pb2.Empty()
