@@ -5,7 +5,9 @@ command gets in its environment, one LocalWorkspace folder per stack, the stacks
 
 from __future__ import annotations
 
+import os
 import threading
+import uuid
 from collections.abc import Mapping
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -121,6 +123,8 @@ class Workspaces:
         env = {
             "PULUMI_BACKEND_URL": self.backend_url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
+            # A workspace without a salt of its own takes the checkpoint's (see forget_cached_salt)
+            "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
             "AWS_REGION": s.aws.region,
         }
         if self.secrets_provider == "passphrase" and self.passphrase:
@@ -183,7 +187,10 @@ class Workspaces:
                 cached = self._stacks.get(spec.label)
             if cached is not None:
                 return cached
-            name, options = self.stack_name(spec), self._options(spec)
+            name = self.stack_name(spec)
+            if self.secrets_provider == "passphrase":
+                forget_cached_salt(self.work_dir(spec), name)
+            options = self._options(spec)
             program = pulumi_program(spec.program)
             if create:
                 stack = auto.create_or_select_stack(
@@ -259,3 +266,31 @@ class Workspaces:
         if listener is not None:
             listener.redactor.add(*secrets)
         return outputs
+
+
+def forget_cached_salt(work_dir: Path, stack_name: str) -> bool:
+    """Drop the passphrase salt a workspace's `Pulumi.<stack>.yaml` keeps for a stack, so the CLI
+    takes the one in the stack's checkpoint (PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER) and saves
+    it there again.
+
+    The salt in that file is a copy: after the team's passphrase was rotated or the stack moved to
+    another backend, a worker's old copy would fail every operation with "incorrect passphrase"
+    although its passphrase is right. Nothing else of the file is lost: stackflow's config holds no
+    `secure:` value and is written whole before every operation. Replaced atomically, so a
+    `pulumi` reading the file meanwhile sees the old file or the new one.
+
+    Returns:
+        True if a salt was dropped.
+    """
+    path = work_dir / f"Pulumi.{stack_name.rsplit('/', 1)[-1]}.yaml"
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+    except FileNotFoundError:
+        return False
+    kept = [line for line in lines if not line.startswith("encryptionsalt:")]
+    if len(kept) == len(lines):
+        return False
+    staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    staging.write_text("".join(kept))
+    os.replace(staging, path)
+    return True
