@@ -74,6 +74,8 @@ class Checkpoint:
         resource_count: resources in the state, the root stack resource included.
         pending_operations: operations an interrupted update left unfinished.
         modified: when the backend last saw the object change (None if it does not say).
+        secrets_provider: the checkpoint's `secrets_providers` ({"type": "passphrase", "state":
+            {"salt": "v1:..."}}: no secret in it), or None when it names none.
     """
 
     project: str
@@ -85,6 +87,7 @@ class Checkpoint:
     resource_count: int
     pending_operations: tuple[PendingOperation, ...]
     modified: datetime | None
+    secrets_provider: Mapping[str, Any] | None = None
 
     @property
     def updated_at(self) -> datetime | None:
@@ -175,6 +178,7 @@ def parse_checkpoint(blob: Blob, project: str, stack: str, where: str = "") -> C
         resource_count=len(resources),
         pending_operations=pending,
         modified=blob.modified,
+        secrets_provider=latest.get("secrets_providers") or None,
     )
 
 
@@ -248,6 +252,20 @@ class CheckpointReader:
             if suffix is not None and "/" not in name:
                 names.add(name[: -len(suffix)])
         return sorted(names)
+
+    def all_stacks(self) -> list[tuple[str, str]]:
+        """Every (project, stack) the backend holds, sorted.
+
+        Raises:
+            StateBackendUnavailable: the backend did not answer.
+        """
+        found = set()
+        for key in self._blobs.names(f"{STACKS}/"):
+            parts = key[len(STACKS) + 1 :].split("/")
+            suffix = next((s for s in _VARIANTS if parts[-1].endswith(s)), None)
+            if len(parts) == 2 and suffix is not None:
+                found.add((parts[0], parts[1][: -len(suffix)]))
+        return sorted(found)
 
     def close(self) -> None:
         """Let go of the backend's connection."""
