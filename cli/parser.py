@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.commands import cloud, migrate, status
+from cli.commands import cloud, migrate, status, team
 from stackflow import exits
 from stackflow.errors import echo
 
@@ -24,6 +24,7 @@ COMMANDS = {
     "migrate": "run schema migrations against the environment's database or --database-url",
     "server": "start, stop or show the local Prefect server the CLI starts when PREFECT_API_URL is unset; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
+    "team": "team operations: import a one-machine state folder into the team's backend, rotate the team's passphrase",
     "status": "every recorded environment: per stack its last operation, result, commit and condition (ready, reconciling, failed, drifted, expired, waiting for approval)",
 }
 RUN_COMMANDS = ("up", "preview", "refresh", "destroy", "drift")  # the commands that run a flow
@@ -196,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
             cloud.add_arguments(p)
         if name == "status":
             status.add_arguments(p)
+        if name == "team":
+            team.add_arguments(p)
     return parser
 
 
