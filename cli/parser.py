@@ -7,6 +7,7 @@ Nothing heavy is imported here, so `--help` answers at once.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from cli.commands import cloud, migrate, status, team
@@ -180,9 +181,18 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "server":
             p.add_argument(
                 "action",
-                choices=("start", "stop", "status", "automation"),
+                choices=("start", "stop", "status", "automation", "backup", "restore"),
                 help="what to do (automation: install the crashed-run automation on the server "
-                "PREFECT_API_URL names, a team's own)",
+                "PREFECT_API_URL names, a team's own; backup FILE / restore FILE: every database "
+                "of the project's PostgreSQL, team mode on this machine)",
+            )
+            p.add_argument(
+                "file",
+                nargs="?",
+                type=Path,
+                metavar="FILE",
+                help="backup, restore: the backup file (written 0600; a restore replaces exactly "
+                "the databases it holds, with the Prefect server stopped)",
             )
             p.add_argument(
                 "--database",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cli.commands.server import ServerUsage
 from cli.main import main
 from stackflow import __version__, exits
 from stackflow.engine.automation.workspace import forget_cached_salt
@@ -140,7 +141,14 @@ def test_the_command_line_refuses_what_means_nothing_before_anything_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("STACKFLOW_STATE_DIR", str(tmp_path / "state"))
+    assert main(["server", "backup"]) == exits.USAGE
+    assert "server backup takes a FILE" in capsys.readouterr().err
+    assert main(["server", "status", str(tmp_path / "f")]) == exits.USAGE
+    assert "takes no FILE" in capsys.readouterr().err
     assert main(["team", "import"]) == exits.USAGE
     assert "--from-state DIR" in capsys.readouterr().err
     assert main(["team", "import", "--from-state", str(tmp_path)]) == exits.USAGE
     assert "no file backend of the local cloud" in capsys.readouterr().err
+    assert main(["server", "restore", str(tmp_path / "missing.tar")]) == exits.USAGE
+    assert "no such file" in capsys.readouterr().err
+    assert issubclass(ServerUsage, ValueError)
