@@ -187,24 +187,28 @@ def decide(
     )
 
 
-def reseal_stamp(deployment: Mapping[str, Any], old: str, new: str) -> bool:
+RESEALED, NO_STAMP, UNOPENED = "resealed", "no stamp", "unopened"
+
+
+def reseal_stamp(deployment: Mapping[str, Any], old: str, new: str) -> str:
     """Seal the stamp's outputs (in the root stack resource's `_stackflow` output) again under
-    `new`; whether it was. A seal `old` does not open is left as it is."""
+    `new`: RESEALED; NO_STAMP for a stack stackflow never stamped; UNOPENED (left as it is) when
+    `old` does not open the seal."""
     for resource in deployment.get("resources") or []:
         if resource.get("type") != "pulumi:pulumi:Stack" or resource.get("parent"):
             continue
         stamp = (resource.get("outputs") or {}).get(INTERNAL_OUTPUT)
         if not isinstance(stamp, dict) or "sealed" not in stamp or "fingerprint" not in stamp:
-            return False
+            return NO_STAMP
         fingerprint = str(stamp["fingerprint"])
         try:
             values = StampSeal(old, fingerprint).open(str(stamp["sealed"]))
         except ValueError:
-            return False
+            return UNOPENED
         sealer = StampSeal(new, fingerprint)
         stamp["sealed"], stamp["salt"] = sealer.seal(values), sealer.salt
-        return True
-    return False
+        return RESEALED
+    return NO_STAMP
 
 
 def count_secrets(value: Any) -> int:
@@ -327,9 +331,9 @@ def _move_stacks(
             ref = StackRef(plan.project, plan.stack)
             exported = old.export(ref)
             secrets = count_secrets(exported.deployment)
-            resealed = team_passphrase is not None and reseal_stamp(
-                exported.deployment, source.passphrase, team_passphrase
-            )
+            stamp = UNOPENED
+            if team_passphrase is not None:
+                stamp = reseal_stamp(exported.deployment, source.passphrase, team_passphrase)
             if plan.action == "fill":
                 new.remove_empty(ref)
             exported.deployment["secrets_providers"] = new.create(ref)
@@ -343,13 +347,13 @@ def _move_stacks(
                 },
                 expect_version=None,
             )
-            stamp = (
-                "stamp sealed again: its next run may skip it"
-                if resealed
-                else "stamp not sealed again: its next up runs once"
-            )
+            said = {
+                RESEALED: "stamp sealed again: its next run may skip it",
+                NO_STAMP: "no stackflow stamp",
+                UNOPENED: "stamp not sealed again: its next up runs once",
+            }[stamp]
             report.stacks.append(
-                (plan.name, f"moved ({secrets} secret(s) encrypted for the team; {stamp})")
+                (plan.name, f"moved ({secrets} secret(s) encrypted for the team; {said})")
             )
             say(f"stack {plan.name}: {report.stacks[-1][1]}")
 

@@ -3,13 +3,16 @@ and the session's real PostgreSQL: a one-person setup (file backend and records 
 folder, its own passphrase) moved into a team backend on PostgreSQL with another passphrase
 (`team import`), and the team's passphrase rotated (`team rotate-passphrase`).
 
-One environment is deployed once for the module, networking only (the cheapest stack); the tests
-run in file order on it: the import first, then the refusals, then the rotation.
+One environment is deployed once for the module, networking only (the cheapest stack), beside it
+in the same file backend a probe stack with one secret output and no resources (networking holds
+no secret, and the secrets are what must be re-encrypted); the tests run in file order on them:
+the import first, then the refusals, then the rotation.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ import pytest
 
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
+from stackflow.engine.stateblobs import open_blobs
 from stackflow.postgres import PostgresServer, create_database, drop_database
 from stackflow.postgres.urls import pulumi_backend_url, records_url
 from stackflow.records import open_records
@@ -32,6 +36,8 @@ OLD = f"one-person-{uuid.uuid4().hex}"  # the one-person setup's passphrase
 TEAM = f"team-{uuid.uuid4().hex}"  # the team's, after the import
 ROTATED = f"rotated-{uuid.uuid4().hex}"  # the team's, after the rotation
 PROJECT = "stackflow-networking"
+PROBE = "stackflow-probe"  # a stack of the same folder holding a secret output (no resources)
+TOKEN = f"token-{uuid.uuid4().hex}"
 
 
 @dataclass
@@ -78,6 +84,7 @@ def setup(
     up = cli(process_env(one_person), "up", "--env", environment, "--stacks", "networking")
     assert up.returncode == 0, up.stdout + up.stderr
     shown = cli(process_env(one_person), "outputs", "--env", environment, "--json")
+    secret_stack(f"file://{state / 'pulumi-local'}", environment, local_cloud.root)
     tag = uuid.uuid4().hex[:10]
     databases = (f"pulumi_{tag}", f"records_{tag}")
     for name in databases:
@@ -107,8 +114,9 @@ def no_secret_in(*runs: Any) -> None:
 def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no_engine_call(
     setup: Setup,
 ) -> None:
-    """Local cloud: the folder's networking stack moves into the team's PostgreSQL backend with
-    its secrets encrypted for the team's passphrase and its stamp sealed again, every record moves
+    """Local cloud: the folder's stacks move into the team's PostgreSQL backend, the probe's secret
+    re-encrypted for the team's passphrase (never in plaintext there) and networking's stamp sealed
+    again, every record moves
     (create-only: a team record that differs is kept), a team run skips the stack (0 engine
     calls) with the same outputs, and a second import changes nothing."""
     folder = open_records(str(setup.state / "records"))
@@ -123,9 +131,10 @@ def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no
     print(moved.stdout)  # what a user reads (shown when a test fails, or with -s)
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert f"stack  {PROJECT}/{setup.environment}" in moved.stdout
-    assert "moved (" in moved.stdout and "stamp sealed again" in moved.stdout
+    assert "moved (0 secret(s) encrypted for the team; stamp sealed again" in moved.stdout
+    assert re.search(rf"{PROBE}/{setup.environment} +moved \(1 secret\(s\) encrypted", moved.stdout)
     assert "kept the team's" in moved.stdout
-    assert "moved 1 of 1 stack(s)" in moved.stdout
+    assert "moved 2 of 2 stack(s)" in moved.stdout
 
     target = setup.checkpoint()
     assert (target.manifest_time, target.resource_count) == (
@@ -133,6 +142,14 @@ def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no
         source.resource_count,
     )
     assert passphrase_opens(salt(target), TEAM) and not passphrase_opens(salt(target), OLD)
+    assert opens(setup, TEAM) and not opens(setup, OLD)  # the secret, re-encrypted by the CLI
+    with CheckpointReader(setup.backend) as reader:
+        assert reader.all_stacks() == sorted(
+            [(PROJECT, setup.environment), (PROBE, setup.environment)]
+        )
+    blobs = open_blobs(setup.backend)
+    assert not [b.key for b in blobs.under(".pulumi/") if TOKEN.encode() in b.data]
+    blobs.close()
     for key in keys:
         found = team_store.get(key)
         assert found is not None, key
@@ -149,7 +166,7 @@ def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no
 
     again = setup.run("team", "import", "--from-state", str(setup.state))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "already moved" in again.stdout and "moved 0 of 1 stack(s)" in again.stdout
+    assert "already moved" in again.stdout and "moved 0 of 2 stack(s)" in again.stdout
     assert setup.checkpoint().manifest_time == target.manifest_time
     no_secret_in(moved, up, again)
     team_store.close()
@@ -189,6 +206,8 @@ def test_import_refuses_a_wrong_passphrase_and_another_stack_of_the_same_name(
         assert "another stack of that name" in refused.stderr
         assert "Nothing was changed" in refused.stderr
         assert setup.checkpoint(backend) == before
+        with CheckpointReader(backend) as reader:
+            assert reader.all_stacks() == [(PROJECT, setup.environment)]  # the probe stayed out
         assert open_records(records_url(postgres, other_records)).list() == []
         no_secret_in(wrong, refused)
     finally:
@@ -196,52 +215,68 @@ def test_import_refuses_a_wrong_passphrase_and_another_stack_of_the_same_name(
             drop_database(postgres, name)
 
 
-def another_stack(backend: str, environment: str, cloud_root: Path) -> None:
-    """A stack of the same project and name deployed by someone else (no resources: one update)."""
+def pulumi_env(backend: str, passphrase: str, cloud_root: Path) -> dict[str, str]:
+    from stackflow.localcloud.paths import pulumi_home
+
+    return {
+        "PULUMI_BACKEND_URL": backend,
+        "PULUMI_CONFIG_PASSPHRASE": passphrase,
+        "PULUMI_HOME": str(pulumi_home(cloud_root)),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+    }
+
+
+def deploy(project: str, program: Any, backend: str, environment: str, env: dict[str, str]) -> None:
+    """A stack of `project` deployed by the real CLI with an inline program (no resources)."""
     import pulumi.automation as auto
 
     from stackflow.engine.automation import find_pulumi_cli
-    from stackflow.localcloud.paths import pulumi_home
 
-    stack = auto.create_stack(
+    auto.create_stack(
         stack_name=environment,
-        project_name=PROJECT,
-        program=lambda: None,
+        project_name=project,
+        program=program,
         opts=auto.LocalWorkspaceOptions(
-            env_vars={
-                "PULUMI_BACKEND_URL": backend,
-                "PULUMI_CONFIG_PASSPHRASE": "someone else's",
-                "PULUMI_HOME": str(pulumi_home(cloud_root)),
-                "PULUMI_SKIP_UPDATE_CHECK": "true",
-            },
-            project_settings=auto.ProjectSettings(name=PROJECT, runtime="python"),
+            env_vars=env,
+            project_settings=auto.ProjectSettings(name=project, runtime="python"),
             secrets_provider="passphrase",
             pulumi_command=find_pulumi_cli(),
         ),
-    )
-    stack.up()
+    ).up()
 
 
-def pulumi_secret_config(setup: Setup, passphrase: str) -> subprocess.CompletedProcess[str]:
-    """The real CLI storing a secret for the team's stack in a fresh workspace (no salt of its
-    own: it takes the checkpoint's), which needs the passphrase that opens the stack."""
-    from stackflow.localcloud.paths import pulumi_home
+def secret_stack(backend: str, environment: str, cloud_root: Path) -> None:
+    """The folder's second stack: one secret output, encrypted under the one-person passphrase."""
+    import pulumi
+
+    def program() -> None:
+        pulumi.export("token", pulumi.Output.secret(TOKEN))
+
+    deploy(PROBE, program, backend, environment, pulumi_env(backend, OLD, cloud_root))
+
+
+def another_stack(backend: str, environment: str, cloud_root: Path) -> None:
+    """A stack of the same project and name deployed by someone else (no resources: one update)."""
+    env = pulumi_env(backend, "someone else's", cloud_root)
+    deploy(PROJECT, lambda: None, backend, environment, env)
+
+
+def secret_output(setup: Setup, passphrase: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI reading the probe stack's secret output from the team's backend in a fresh
+    workspace (no salt of its own: it takes the checkpoint's), which decrypts it."""
     from stackflow.pulumi_cli import find_cli
 
     cli_path = find_cli()
     assert cli_path is not None
     work = setup.state.parent / f"probe-{uuid.uuid4().hex[:6]}"
     work.mkdir()
-    (work / "Pulumi.yaml").write_text(f"name: {PROJECT}\nruntime: python\n")
+    (work / "Pulumi.yaml").write_text(f"name: {PROBE}\nruntime: python\n")
     env = {
+        **pulumi_env(setup.backend, passphrase, Path(setup.team["STACKFLOW_LOCALCLOUD_DIR"])),
         "PATH": "/usr/bin:/bin",
-        "PULUMI_BACKEND_URL": setup.backend,
-        "PULUMI_CONFIG_PASSPHRASE": passphrase,
         "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
-        "PULUMI_HOME": str(pulumi_home(Path(setup.team["STACKFLOW_LOCALCLOUD_DIR"]))),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
     }
-    args = ["--non-interactive", "config", "set", "--secret", "probe", "value"]
+    args = ["--non-interactive", "stack", "output", "--show-secrets", "--json"]
     return subprocess.run(
         [str(cli_path), *args, "--stack", setup.environment],
         cwd=work,
@@ -252,12 +287,23 @@ def pulumi_secret_config(setup: Setup, passphrase: str) -> subprocess.CompletedP
     )
 
 
+def opens(setup: Setup, passphrase: str) -> bool:
+    """Whether `passphrase` decrypts the probe's secret (the real CLI); a wrong one is refused
+    as the CLI refuses it."""
+    read = secret_output(setup, passphrase)
+    if read.returncode == 0:
+        assert json.loads(read.stdout) == {"token": TOKEN}, read.stdout
+        return True
+    assert "incorrect passphrase" in read.stderr, read.stderr
+    return False
+
+
 def test_rotation_re_keys_every_stack_and_an_up_with_the_new_passphrase_changes_nothing(
     setup: Setup,
 ) -> None:
     """Local cloud: `team rotate-passphrase` with the new passphrase on standard input re-encrypts
-    the team's stack; the old passphrase no longer opens it (the real CLI refuses to store a
-    secret with it), the new one does; an `up --force` on this machine, whose workspace still
+    the team's stacks; the old passphrase no longer opens them (the real CLI refuses to decrypt the
+    probe's secret with it), the new one does; an `up --force` on this machine, whose workspace still
     caches the one-person salt, runs the engine and changes nothing; an `up` skips; a second
     rotation and a bad new passphrase change nothing."""
     short = setup.run("team", "rotate-passphrase", STACKFLOW_NEW_STATE_PASSPHRASE="too-short")
@@ -274,13 +320,10 @@ def test_rotation_re_keys_every_stack_and_an_up_with_the_new_passphrase_changes_
     )
     print(rotated.stdout)
     assert rotated.returncode == 0, rotated.stdout + rotated.stderr
-    assert "re-encrypted under the new passphrase" in rotated.stdout
+    assert "re-encrypted 2 of 2 stack(s)" in rotated.stdout
     found = setup.checkpoint()
     assert passphrase_opens(salt(found), ROTATED) and not passphrase_opens(salt(found), TEAM)
-    refused = pulumi_secret_config(setup, TEAM)
-    assert refused.returncode != 0 and "incorrect passphrase" in refused.stderr, refused.stderr
-    accepted = pulumi_secret_config(setup, ROTATED)
-    assert accepted.returncode == 0, accepted.stderr
+    assert opens(setup, ROTATED) and not opens(setup, TEAM)
 
     team = {**setup.team, "STACKFLOW_STATE_PASSPHRASE": ROTATED}
     forced = setup.run(
@@ -299,6 +342,6 @@ def test_rotation_re_keys_every_stack_and_an_up_with_the_new_passphrase_changes_
     before = setup.checkpoint()
     again = setup.run("team", "rotate-passphrase", STACKFLOW_NEW_STATE_PASSPHRASE=ROTATED)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "already on the new passphrase" in again.stdout and "re-encrypted 0 of 1" in again.stdout
+    assert "already on the new passphrase" in again.stdout and "re-encrypted 0 of 2" in again.stdout
     assert setup.checkpoint().manifest_time == before.manifest_time
     no_secret_in(short, rotated, forced, skipped, again)

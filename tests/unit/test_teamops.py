@@ -19,7 +19,14 @@ from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
 from stackflow.fingerprint import unchanged_outputs
 from stackflow.secretbox import StampSeal
 from stackflow.teamops import TeamOpsRefused
-from stackflow.teamops.moving import count_secrets, decide, reseal_stamp
+from stackflow.teamops.moving import (
+    NO_STAMP,
+    RESEALED,
+    UNOPENED,
+    count_secrets,
+    decide,
+    reseal_stamp,
+)
 from stackflow.teamops.rotation import check_new_passphrase
 
 pytestmark = pytest.mark.unit
@@ -82,7 +89,7 @@ def test_the_stamp_is_sealed_again_for_the_new_passphrase_and_the_skip_path_open
     values = {"password": "pw-123456"}
     deployment = stamped_deployment("old passphrase", values)
     assert count_secrets(deployment) == 1
-    assert reseal_stamp(deployment, "old passphrase", "new passphrase")
+    assert reseal_stamp(deployment, "old passphrase", "new passphrase") == RESEALED
     stamp = deployment["resources"][0]["outputs"][INTERNAL_OUTPUT]
     assert StampSeal("new passphrase", stamp["fingerprint"]).open(stamp["sealed"]) == values
     # what the skip path reads from the team's checkpoint (the secret as ciphertext there)
@@ -93,8 +100,10 @@ def test_the_stamp_is_sealed_again_for_the_new_passphrase_and_the_skip_path_open
     assert unchanged_outputs(state, stamp["fingerprint"], "old passphrase") is None
     # a seal the given passphrase does not open is left as it is (that stack runs once)
     before = dict(stamp)
-    assert not reseal_stamp(deployment, "another passphrase", "third passphrase")
+    assert reseal_stamp(deployment, "another passphrase", "third passphrase") == UNOPENED
     assert deployment["resources"][0]["outputs"][INTERNAL_OUTPUT] == before
+    del deployment["resources"][0]["outputs"][INTERNAL_OUTPUT]  # another tool's stack
+    assert reseal_stamp(deployment, "new passphrase", "third passphrase") == NO_STAMP
 
 
 @pytest.mark.parametrize(
