@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from cli.commands import cloud, graph, migrate, outputs, rehearse, server, status
+from cli.commands import cloud, graph, migrate, outputs, rehearse, server, status, team
 from cli.parser import RUN_COMMANDS, build_parser, chosen_stacks
 from cli.report import fail, report_run
 from stackflow import exits
@@ -92,6 +92,8 @@ def _command(args: argparse.Namespace, settings: Any) -> int:
         return status.run(args, settings)
     if args.command == "rehearse":
         return rehearse.run(args, settings)
+    if args.command == "team":
+        return team.run(args, settings)
     from graph import database_target
 
     return int(migrate.run(args, settings, target_from_stack=lambda: database_target(settings)))

@@ -7,9 +7,10 @@ Nothing heavy is imported here, so `--help` answers at once.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from cli.commands import cloud, migrate, rehearse, status
+from cli.commands import cloud, migrate, rehearse, status, team
 from stackflow import exits
 from stackflow.errors import echo
 
@@ -24,6 +25,7 @@ COMMANDS = {
     "migrate": "run schema migrations against the environment's database or --database-url",
     "server": "start, stop or show the local Prefect server the CLI starts when PREFECT_API_URL is unset; stop also stops the local cloud",
     "cloud": "start, stop, show or list the local cloud (moto's AWS APIs on loopback, a MariaDB per database); `up` starts it on demand",
+    "team": "team operations: import a one-machine state folder into the team's backend, rotate the team's passphrase",
     "status": "every recorded environment: per stack its last operation, result, commit and condition (ready, reconciling, failed, drifted, expired, waiting for approval)",
     "rehearse": "deploy a Pulumi Python project of your own (a folder with Pulumi.yaml) with stackflow's engine, on the local cloud unless --cloud aws",
 }
@@ -183,9 +185,18 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "server":
             p.add_argument(
                 "action",
-                choices=("start", "stop", "status", "automation"),
+                choices=("start", "stop", "status", "automation", "backup", "restore"),
                 help="what to do (automation: install the crashed-run automation on the server "
-                "PREFECT_API_URL names, a team's own)",
+                "PREFECT_API_URL names, a team's own; backup FILE / restore FILE: every database "
+                "of the project's PostgreSQL, team mode on this machine)",
+            )
+            p.add_argument(
+                "file",
+                nargs="?",
+                type=Path,
+                metavar="FILE",
+                help="backup, restore: the backup file (written 0600; a restore replaces exactly "
+                "the databases it holds, with the Prefect server stopped)",
             )
             p.add_argument(
                 "--database",
@@ -211,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "it once",
             )
             rehearse.add_arguments(p)
+        if name == "team":
+            team.add_arguments(p)
     return parser
 
 

@@ -31,6 +31,10 @@ def use_local_prefect(settings: Any) -> None:
     progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
 
 
+class ServerUsage(StackflowError, ValueError):
+    """`server` with a FILE it does not take, or without one it needs."""
+
+
 class PrefectUnreachable(StackflowError):
     """The Prefect API a command is pointed at does not answer."""
 
@@ -101,6 +105,16 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     report: dict[str, Any] = {}
     if args.action == "automation":
         return install_on_team_server(args, say)
+    if (args.file is not None) != (args.action in ("backup", "restore")):
+        raise ServerUsage(
+            f"server {args.action} takes a FILE"
+            if args.file is None
+            else f"server {args.action} takes no FILE (only backup and restore do)"
+        )
+    if args.action in ("backup", "restore"):
+        from cli.commands import backup
+
+        return backup.run(args, settings)
     if args.action == "start":
         quiet = (lambda text: print(text, file=sys.stderr)) if args.json else print
         server = ensure_local_prefect(

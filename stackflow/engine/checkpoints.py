@@ -76,6 +76,8 @@ class Checkpoint:
         resource_count: resources in the state, the root stack resource included.
         pending_operations: operations an interrupted update left unfinished.
         modified: when the backend last saw the object change (None if it does not say).
+        secrets_provider: the checkpoint's `secrets_providers` ({"type": "passphrase", "state":
+            {"salt": "v1:..."}}: no secret in it), or None when it names none.
     """
 
     project: str
@@ -87,6 +89,7 @@ class Checkpoint:
     resource_count: int
     pending_operations: tuple[PendingOperation, ...]
     modified: datetime | None
+    secrets_provider: Mapping[str, Any] | None = None
 
     @property
     def updated_at(self) -> datetime | None:
@@ -177,6 +180,7 @@ def parse_checkpoint(blob: Blob, project: str, stack: str, where: str = "") -> C
         resource_count=len(resources),
         pending_operations=pending,
         modified=blob.modified,
+        secrets_provider=latest.get("secrets_providers") or None,
     )
 
 
@@ -262,6 +266,20 @@ class CheckpointReader:
                 names.add(name[: -len(suffix)])
         return sorted(names)
 
+    def all_stacks(self) -> list[tuple[str, str]]:
+        """Every (project, stack) the backend holds, sorted.
+
+        Raises:
+            StateBackendUnavailable: the backend did not answer.
+        """
+        found = set()
+        for key in self._blobs.names(f"{STACKS}/"):
+            parts = key[len(STACKS) + 1 :].split("/")
+            suffix = next((s for s in _VARIANTS if parts[-1].endswith(s)), None)
+            if len(parts) == 2 and suffix is not None:
+                found.add((parts[0], parts[1][: -len(suffix)]))
+        return sorted(found)
+
     def holdings(self) -> set[tuple[str, str]]:
         """What every stack of every project in the backend holds (see `holdings`); a checkpoint
         this reader cannot read holds nothing it can tell.
@@ -270,14 +288,8 @@ class CheckpointReader:
             StateBackendUnavailable: the backend did not answer.
         """
         held: set[tuple[str, str]] = set()
-        stacks = set()
-        for key in self._blobs.names(f"{STACKS}/"):
-            name = key[len(STACKS) + 1 :]
-            suffix = next((s for s in _VARIANTS if name.endswith(s)), None)
-            if suffix is not None and name.count("/") == 1:
-                stacks.add(name[: -len(suffix)])
-        for stack in sorted(stacks):
-            blob = self._blobs.latest([f"{STACKS}/{stack}{s}" for s in _VARIANTS])
+        for project, stack in self.all_stacks():
+            blob = self._blobs.latest([f"{STACKS}/{project}/{stack}{s}" for s in _VARIANTS])
             try:
                 body = _json(blob, self.where) if blob is not None else {}
             except CheckpointError:

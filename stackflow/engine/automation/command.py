@@ -105,6 +105,24 @@ class PulumiCLI(auto.PulumiCommand):
         Raises:
             CommandError: the command failed (the SDK's own error types, for the classifier).
         """
+        return self.run_with_input(args, cwd, additional_env, None, on_output, on_error)
+
+    def run_with_input(
+        self,
+        args: list[str],
+        cwd: str,
+        additional_env: Mapping[str, str],
+        text: str | None,
+        on_output: Callable[[str], Any] | None = None,
+        on_error: Callable[[str], Any] | None = None,
+    ) -> auto.CommandResult:
+        """`run`, with `text` on the command's standard input (None: nothing, as the SDK does).
+        The one way a secret the CLI reads only from stdin (a new passphrase) reaches it: never
+        through its arguments or environment.
+
+        Raises:
+            CommandError: the command failed.
+        """
         cut = args.index("--") if "--" in args else len(args)
         if "--non-interactive" not in args[:cut]:
             args.insert(0, "--non-interactive")
@@ -125,7 +143,7 @@ class PulumiCLI(auto.PulumiCommand):
             [self.command, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if text is None else subprocess.PIPE,
             cwd=cwd,
             env=env,
             encoding="utf-8",
@@ -143,6 +161,11 @@ class PulumiCLI(auto.PulumiCommand):
             with self.commands.running(stack, process):
                 for reader in readers:
                     reader.start()
+                if text is not None and process.stdin is not None:
+                    with contextlib.suppress(BrokenPipeError):  # it ended first: its error says why
+                        process.stdin.write(text)
+                    with contextlib.suppress(BrokenPipeError):
+                        process.stdin.close()
                 for reader in readers:
                     reader.join()
                 code = process.wait()

@@ -18,6 +18,7 @@ from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
 from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.stackfile import forget_cached_salt, stored_config
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
 from stackflow.engine.checkpoints import CheckpointReader
 from stackflow.engine.sealed import open_outputs
@@ -126,6 +127,8 @@ class Workspaces:
         env = {
             "PULUMI_BACKEND_URL": self.backend_url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
+            # A workspace without a salt of its own takes the checkpoint's (see forget_cached_salt)
+            "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
             "AWS_REGION": s.aws.region,
         }
         if self.secrets_provider == "passphrase" and self.passphrase:
@@ -218,6 +221,8 @@ class Workspaces:
             if cached is not None:
                 return cached
             name = self.stack_name(spec)
+            if self.secrets_provider == "passphrase":
+                forget_cached_salt(self.work_dir(spec), name)
             exists = self._exists(spec)
             opened: auto.Stack
             if exists:
@@ -331,7 +336,7 @@ class Workspaces:
         runs when the workspace's Pulumi.<stack>.yaml already holds exactly these plain values; a
         secret value is always set (the file holds it encrypted: equality cannot be seen there)."""
         wanted = self.config(spec)
-        stored = self._stored_config(spec)
+        stored = stored_config(self.work_dir(spec), spec.environment)
         stale = [key for key in stored if key not in wanted]
         plain_and_same = not any(item.secret for item in wanted.values()) and all(
             stored.get(key) == item.value for key, item in wanted.items()
@@ -340,19 +345,6 @@ class Workspaces:
             stack.set_all_config(wanted)
         if stale:
             stack.remove_all_config(stale)
-
-    def _stored_config(self, spec: StackSpec) -> dict[str, object]:
-        """The config of the stack's settings file in its workspace, read without `pulumi`
-        (secret values as their ciphertext envelopes)."""
-        import yaml  # type: ignore[import-untyped]
-
-        path = self.work_dir(spec) / f"Pulumi.{spec.environment}.yaml"
-        try:
-            found = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            return {}
-        config = found.get("config") if isinstance(found, dict) else None
-        return {str(k): v for k, v in config.items()} if isinstance(config, dict) else {}
 
     @staticmethod
     def config(spec: StackSpec) -> dict[str, auto.ConfigValue]:

@@ -1,0 +1,111 @@
+"""`python flows/run.py team import|rotate-passphrase`: moving a one-machine state folder into the
+team's backend, and rotating the team's passphrase (stackflow.teamops does the work)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        choices=("import", "rotate-passphrase"),
+        help="import: move every stack and record of a one-machine state folder (--from-state) "
+        "into the team's backend (STACKFLOW_BACKEND_URL), secrets encrypted for the team's "
+        "passphrase (STACKFLOW_STATE_PASSPHRASE); the folder's own passphrase from "
+        "STACKFLOW_FROM_STATE_PASSPHRASE (default: the one its local cloud generated). "
+        "rotate-passphrase: re-encrypt every stack in the backend from STACKFLOW_STATE_PASSPHRASE "
+        "to the new passphrase, read from STACKFLOW_NEW_STATE_PASSPHRASE or standard input "
+        "(never from the command line)",
+    )
+    p.add_argument(
+        "--from-state",
+        metavar="DIR",
+        type=Path,
+        help="import: the state folder of the one-person setup (its pulumi-<cloud> file backend "
+        "and records/)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def read_new_passphrase() -> tuple[str, str]:
+    """The new passphrase and where it came from: the variable, else the terminal (asked twice,
+    not echoed), else one line of standard input.
+
+    Raises:
+        TeamOpsRefused: the two typed differ.
+    """
+    from stackflow.teamops import TeamOpsRefused
+    from stackflow.teamops.rotation import NEW_PASSPHRASE
+
+    value = os.environ.get(NEW_PASSPHRASE)
+    if value is not None:
+        return value, NEW_PASSPHRASE
+    if sys.stdin.isatty():
+        import getpass
+
+        first = getpass.getpass("new passphrase: ")
+        if getpass.getpass("the new passphrase again: ") != first:
+            raise TeamOpsRefused("the two new passphrases typed differ. Nothing was changed.")
+        return first, "the terminal"
+    line = sys.stdin.readline()
+    return line.removesuffix("\n").removesuffix("\r"), f"standard input (or {NEW_PASSPHRASE})"
+
+
+def run(args: argparse.Namespace, settings: Any) -> int:
+    """Run the team operation; 0 when it completed.
+
+    Raises:
+        TeamOpsRefused: bad input or a target it must not touch (exit 2); nothing was changed.
+        StackflowError: an operation failed (exit 1); what completed before it is said.
+    """
+    from stackflow.teamops import TeamOpsRefused
+
+    say = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    if args.action == "import":
+        from stackflow.teamops.moving import find_source, move_state
+
+        if args.from_state is None:
+            raise TeamOpsRefused("team import needs --from-state DIR: the state folder to move")
+        source = find_source(args.from_state, settings.cloud, os.environ)
+        say(
+            f"moving the {settings.cloud} stacks and the records of {source.state_dir} into the "
+            "team's backend"
+        )
+        moved = move_state(settings, source, say=lambda _line: None)
+        report: Any = moved
+        footer = [
+            f"{source.state_dir} is left as it was (the stacks' update history stays there): run "
+            "nothing against it any more; every run now goes to the team's backend.",
+        ]
+    else:
+        from stackflow.teamops.rotation import (
+            check_new_passphrase,
+            current_passphrase,
+            rotate_passphrase,
+        )
+
+        if args.from_state is not None:
+            raise TeamOpsRefused("--from-state is for `team import`; rotation acts on the backend")
+        current = current_passphrase(settings)  # refused before the new one is asked for
+        new, where = read_new_passphrase()
+        check_new_passphrase(new, current, where)
+        say(f"re-encrypting every {settings.project} stack in the backend under the new passphrase")
+        report = rotate_passphrase(settings, new)
+        footer = [
+            "Give every worker and shell the new STACKFLOW_STATE_PASSPHRASE now (restart the "
+            "workers). A stack with secret outputs runs once at its next up (0 changes) and is "
+            "stamped again; the others keep being skipped.",
+        ]
+    for line in report.lines():
+        say(line)
+    for line in footer:
+        say(line)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    return 0
