@@ -41,9 +41,11 @@ class StackPlan:
 
     def allows(self, change: ResourceChange) -> bool:
         """Whether `change` is one this plan shows: the same resource, the same change (or an
-        update where a replace was planned, as Pulumi allows), and only properties it names,
-        each to the value it showed. Where it showed "known after apply" (a value an upstream
-        stack's update decides), any value is allowed there, down to the keys inside it."""
+        update where a replace was planned, as Pulumi allows); for an in-place update, only
+        properties it names, each to the value it showed, except where it showed "known after
+        apply" (a value an upstream stack's update decides: any value, down to the keys inside
+        it). A create or a replacement is held to its resource and, for a replacement, to the
+        properties named: a new resource's generated name differs from one preview to the next."""
         planned = next((r for r in self.resources if r.urn == change.urn), None)
         if planned is None:
             return False
@@ -52,6 +54,10 @@ class StackPlan:
             "replace",
         ):
             return False
+        if planned.change == "create":
+            return True
+        if planned.change == "replace":
+            return all(_names(planned.properties, p) for p in change.properties)
         return all(_shows(planned.properties, p) for p in change.properties)
 
 
@@ -61,10 +67,19 @@ def _shows(planned: Sequence[PropertyChange], prop: PropertyChange) -> bool:
     for shown in planned:
         if shown.name == prop.name:
             return _fits(shown.new, prop.new)
+    return any(_inside(prop, shown) and _unknown_inside(shown.new) for shown in planned)
+
+
+def _names(planned: Sequence[PropertyChange], prop: PropertyChange) -> bool:
+    """Whether a planned property names `prop`, or holds it and was not known."""
     return any(
-        prop.name.startswith((f"{shown.name}.", f"{shown.name}[")) and _unknown_inside(shown.new)
+        shown.name == prop.name or (_inside(prop, shown) and _unknown_inside(shown.new))
         for shown in planned
     )
+
+
+def _inside(prop: PropertyChange, holder: PropertyChange) -> bool:
+    return prop.name.startswith((f"{holder.name}.", f"{holder.name}["))
 
 
 def _fits(shown: Any, value: Any) -> bool:

@@ -69,6 +69,16 @@ def test_a_re_preview_resolves_only_what_the_plan_did_not_know() -> None:
     assert not plan.allows(one(prop("networkConfiguration.subnets", ["s-a", "s-b"])))
     assert not plan.allows(one(prop("desiredCount.inner", 1)))  # inside a value it showed
 
+    def made(kind: str, *props: PropertyChange) -> ResourceChange:
+        return ResourceChange(URN, "aws:iam/role:Role", "role", kind, props)
+
+    # a new resource's generated name differs from one preview to the next: not held to values
+    created = app_plan(made("create", prop("name", "role-1a2b")))
+    assert created.allows(made("create", prop("name", "role-9f8e"), prop("path", "/")))
+    replaced = app_plan(made("replace", prop("name", "role-1a2b"), prop("defs", unknown)))
+    assert replaced.allows(made("replace", prop("name", "role-9f8e"), prop("defs[0].x", 1)))
+    assert not replaced.allows(made("replace", prop("path", "/")))  # a property it did not name
+
 
 def migrations(*pending: PendingMigration) -> MigrationPlanReport:
     return MigrationPlanReport("127.0.0.9:3306/app", list(pending), 3, True)
