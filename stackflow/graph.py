@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from programs.common import UNKNOWN, contains_unknown
 from stackflow.engine.base import (
@@ -27,7 +27,7 @@ from stackflow.engine.base import (
     OutputValue,
     StackSpec,
 )
-from stackflow.errors import MissingOutputError, UnknownStackError, echo
+from stackflow.errors import MissingOutputError, PermanentStackError, UnknownStackError, echo
 from stackflow.settings import Settings
 
 Upstream = Mapping[str, BaseModel]
@@ -204,7 +204,10 @@ class StackGraph:
         missing = [u for u in self.upstream_stacks(name) if u not in upstream]
         if missing:
             raise MissingOutputError(name, f"needs the outputs of {', '.join(missing)}")
-        args = node.inputs(settings, upstream)
+        try:
+            args = node.inputs(settings, upstream)
+        except ValidationError as exc:
+            raise _refused_unknown(settings, name, upstream, exc) or exc from None
         program = node.program
         spec = StackSpec(
             project=settings.project,
@@ -214,6 +217,25 @@ class StackGraph:
             config=stack_config(settings),
         )
         return spec, args
+
+
+def _refused_unknown(
+    settings: Settings, name: str, upstream: Upstream, exc: ValidationError
+) -> PermanentStackError | None:
+    """A stack's program arguments that refuse a value an upstream preview cannot know yet: say
+    which argument and how to take it (None when no upstream value is unknown)."""
+    refused = [e for e in exc.errors() if contains_unknown(e.get("input"))]
+    moving = [u for u, outputs in upstream.items() if contains_unknown(dict(outputs))]
+    if not refused or not moving:
+        return None
+    where = ", ".join(sorted({str(e["loc"][0]) for e in refused if e["loc"]}))
+    return PermanentStackError(
+        f"{settings.environment}/{name}",
+        f"its program's arguments ({exc.title}) refuse a value the preview of "
+        f"{', '.join(moving)} cannot know yet ({where}): type such an argument `... | Unknown` "
+        "(programs.common.Unknown; pass it on with given/given_all) so the preview shows what "
+        "depends on it as known after apply",
+    )
 
 
 def _check(node: Node) -> None:

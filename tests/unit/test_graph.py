@@ -219,3 +219,37 @@ def test_parse_outputs_names_the_stack_and_the_missing_key() -> None:
         parse_outputs(node, raw)
     assert info.value.stack == "database"
     assert "database" in str(info.value) and "host" in str(info.value)
+
+
+def test_a_program_whose_arguments_refuse_an_unknown_is_named_with_what_to_do() -> None:
+    """A stack added with plain `str` arguments for another stack's outputs: its preview against
+    an upstream not deployed yet fails naming the stack, the argument and the type to use."""
+    from pydantic import BaseModel
+
+    from stackflow.errors import PermanentStackError
+    from stackflow.graph import Upstream
+
+    class Args(BaseModel):
+        vpc_id: str
+
+    def inputs(_: Any, up: Upstream) -> Args:
+        return Args(vpc_id=up["networking"].vpc_id)
+
+    graph = StackGraph(
+        [
+            GRAPH["networking"],
+            Node("audit", NodeKind.STACK, "a", ("networking",), Args, inputs, program=dict),
+        ],
+        check=False,
+    )
+    settings = get_settings(environment="dev")
+    unknown = project_outputs(GRAPH["networking"], settings, {}, {}).outputs
+    with pytest.raises(PermanentStackError) as info:
+        graph.spec("audit", settings, {"networking": unknown})
+    text = str(info.value)
+    assert "dev/audit" in text and "(vpc_id)" in text and "networking" in text
+    assert "| Unknown" in text
+    _, args = graph.spec(
+        "audit", settings, {"networking": parse_outputs(GRAPH["networking"], _values(NETWORKING))}
+    )
+    assert args.vpc_id == "vpc-1"  # type: ignore[attr-defined]
