@@ -86,15 +86,17 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
 
 
 def preview_lines(summary: dict[str, Any]) -> list[str]:
-    """Per resource, what a preview would do and which properties change (values masked)."""
-    from stackflow.plan import resource_lines
+    """Per resource, what a preview would do and which properties change; what drift found,
+    with the values stored and found (values masked)."""
+    from stackflow.plan import drift_lines, resource_lines
 
+    drift = summary["operation"] == "drift"
     lines: list[str] = []
     for s in summary["stacks"]:
         resources = s.get("resources") or []
         if resources:
-            lines.append(f"\n{summary['environment']}/{s['stack']}:")
-            lines.extend(resource_lines(resources))
+            lines.append(f"\n{summary['environment']}/{s['stack']}:" + (" drift" if drift else ""))
+            lines.extend(drift_lines(resources) if drift else resource_lines(resources))
     return lines
 
 

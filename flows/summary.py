@@ -11,8 +11,9 @@ from prefect.events import emit_event
 
 from flows.approval import Decision
 from graph import GRAPH
+from stackflow.engine import Operation
 from stackflow.errors import StackflowError
-from stackflow.plan import markdown_cell, migrations_markdown
+from stackflow.plan import drift_value, markdown_cell, migrations_markdown
 from tasks.context import StackOutcome
 
 
@@ -99,7 +100,7 @@ class PipelineSummary:
                     "note": o.note,
                     "retries": list(o.retries),
                     "healed": o.healed,
-                    "resources": [r.as_dict() for r in o.resources],
+                    "resources": resources_dict(o),
                 }
                 for o in self.outcomes
             ],
@@ -211,7 +212,10 @@ class PipelineSummary:
         return "\n\n## Approval\n\n" + "\n".join(lines)
 
     def changes_markdown(self) -> str:
-        """Per resource, what a preview would change and which properties (values masked)."""
+        """Per resource, what a preview would change and which properties (values masked); what
+        drift found, with the values stored and found."""
+        if self.operation == Operation.DRIFT.value:
+            return self.drift_markdown()
         rows = []
         for o in self.outcomes:
             for r in o.resources:
@@ -224,6 +228,36 @@ class PipelineSummary:
             return ""
         head = "| stack | change | type | resource | properties |\n|---|---|---|---|---|\n"
         return "\n\n## Changes\n\n" + head + "\n".join(rows)
+
+    def drift_markdown(self) -> str:
+        """Per drifted resource, each property that moved: the value stored, the value found."""
+        rows: list[str] = []
+        for o in self.outcomes:
+            for r in o.resources:
+                found = r.drift_dict()
+                props = found["properties"] or [{"name": "—", "stored": "", "found": ""}]
+                if found["drift"] == "deleted":
+                    props = [{"name": "—", "stored": "(in state)", "found": "(gone)"}]
+                rows.extend(
+                    f"| {o.node} | {found['drift']} | `{r.type}` | {markdown_cell(r.name)} "
+                    f"| `{markdown_cell(p['name'])}` | {markdown_cell(drift_value(p['stored']))} "
+                    f"| {markdown_cell(drift_value(p['found']))} |"
+                    for p in props
+                )
+        if not rows:
+            return ""
+        head = (
+            "| stack | drift | type | resource | property | stored | found |\n"
+            "|---|---|---|---|---|---|---|\n"
+        )
+        return "\n\n## Drift\n\n" + head + "\n".join(rows)
+
+
+def resources_dict(outcome: StackOutcome) -> list[dict[str, Any]]:
+    """An outcome's resources as data: what a preview would change, or what drift found."""
+    if outcome.operation == Operation.DRIFT.value:
+        return [r.drift_dict() for r in outcome.resources]
+    return [r.as_dict() for r in outcome.resources]
 
 
 # Statuses that need a reader's attention stand out; no emoji (fonts without them draw boxes)
@@ -310,8 +344,8 @@ def publish(summary: PipelineSummary) -> None:
                 "note": o.note,
                 "retries": list(o.retries),
                 **(
-                    {"resources": [r.as_dict() for r in o.resources]}
-                    if o.operation == "preview"
+                    {"resources": resources_dict(o)}
+                    if o.operation in (Operation.PREVIEW.value, Operation.DRIFT.value)
                     else {}
                 ),
             },

@@ -28,8 +28,8 @@ from stackflow.redact import Redactor
 from stackflow.retry import stack_policy
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
+from tasks.approved import Gate
 from tasks.context import RunContext, StackOutcome
-from tasks.stacks import Gate
 
 
 def retry_delays(settings: Settings) -> list[float]:

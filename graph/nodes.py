@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from programs.app import AppArgs, AppOutputs, app
+from programs.common import UNKNOWN
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
 from stackflow.graph import Node, NodeKind, StackGraph, Upstream, program_sources
@@ -78,11 +79,11 @@ def _networking(settings: Settings, _: Upstream) -> NetworkingArgs:
 
 
 def _networking_known(settings: Settings) -> dict[str, Any]:
-    subnets = range(settings.network.az_count)
+    subnets = settings.network.az_count  # how many is known, their ids are not
     return {
         "vpc_cidr": settings.network.vpc_cidr,
-        "public_subnet_ids": [f"placeholder-networking-public-subnet-{i}" for i in subnets],
-        "private_subnet_ids": [f"placeholder-networking-private-subnet-{i}" for i in subnets],
+        "public_subnet_ids": [UNKNOWN] * subnets,
+        "private_subnet_ids": [UNKNOWN] * subnets,
     }
 
 
@@ -92,7 +93,7 @@ def _database(settings: Settings, up: Upstream) -> DatabaseArgs:
     return DatabaseArgs(
         project=settings.project,
         environment=settings.environment,
-        private_subnet_ids=list(net.private_subnet_ids),
+        private_subnet_ids=net.private_subnet_ids,
         db_security_group_id=net.db_security_group_id,
         engine_version=db.engine_version,
         instance_class=db.instance_class,
@@ -124,8 +125,8 @@ def _app(settings: Settings, up: Upstream) -> AppArgs:
         environment=settings.environment,
         region=settings.aws.region,
         vpc_id=net.vpc_id,
-        public_subnet_ids=list(net.public_subnet_ids),
-        private_subnet_ids=list(net.private_subnet_ids),
+        public_subnet_ids=net.public_subnet_ids,
+        private_subnet_ids=net.private_subnet_ids,
         alb_security_group_id=net.alb_security_group_id,
         app_security_group_id=net.app_security_group_id,
         tasks_in_public_subnets=not settings.nat_gateway,

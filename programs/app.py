@@ -15,7 +15,18 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from programs.common import LB_NAME_MAX, BaseArgs, Port, tags
+from programs.common import (
+    LB_NAME_MAX,
+    BaseArgs,
+    Id,
+    Ids,
+    Port,
+    Unknown,
+    as_text,
+    given,
+    given_all,
+    tags,
+)
 
 STACK = "app"
 CONTAINER = "app"
@@ -26,20 +37,21 @@ RESERVED_ENV = frozenset({"DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_PASSWO
 
 
 class AppArgs(BaseArgs, frozen=True):
-    """What the app program needs."""
+    """What the app program needs (`| Unknown`: from another stack, which a preview may not
+    know yet)."""
 
     region: str = Field(min_length=1)
-    vpc_id: str = Field(min_length=1)
-    public_subnet_ids: list[str] = Field(min_length=2)
-    private_subnet_ids: list[str] = Field(min_length=2)
-    alb_security_group_id: str = Field(min_length=1)
-    app_security_group_id: str = Field(min_length=1)
+    vpc_id: Id | Unknown
+    public_subnet_ids: Ids
+    private_subnet_ids: Ids
+    alb_security_group_id: Id | Unknown
+    app_security_group_id: Id | Unknown
     tasks_in_public_subnets: bool
-    db_host: str = Field(min_length=1)
-    db_port: Port
-    db_name: str = Field(min_length=1)
-    db_user: str = Field(min_length=1)
-    db_password_secret_arn: str = Field(min_length=1)
+    db_host: Id | Unknown
+    db_port: Port | Unknown
+    db_name: Id | Unknown
+    db_user: Id | Unknown
+    db_password_secret_arn: Id | Unknown
     image: str = Field(min_length=1)
     cpu: int = Field(ge=256)
     memory_mb: int = Field(ge=512)
@@ -49,9 +61,9 @@ class AppArgs(BaseArgs, frozen=True):
     log_retention_days: int = Field(ge=1)
     # Values from other stacks, added to the container's environment (sorted by name). Plain
     # values only: a secret goes to ECS `secrets` by ARN, as the database password does.
-    container_env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
-        default_factory=dict
-    )
+    container_env: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str | Unknown
+    ] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _keeps_its_own_variables(self) -> AppArgs:
@@ -118,14 +130,14 @@ def app(args: AppArgs) -> dict[str, Any]:
     aws.iam.RolePolicy(
         "execution-role-db-secret",
         role=execution_role.id,
-        policy=json.dumps(
+        policy=pulumi.Output.json_dumps(
             {
                 "Version": "2012-10-17",
                 "Statement": [
                     {
                         "Effect": "Allow",
                         "Action": "secretsmanager:GetSecretValue",
-                        "Resource": args.db_password_secret_arn,
+                        "Resource": given(args.db_password_secret_arn),
                     }
                 ],
             }
@@ -147,16 +159,18 @@ def app(args: AppArgs) -> dict[str, Any]:
                 "essential": True,
                 "portMappings": [{"containerPort": args.port, "protocol": "tcp"}],
                 "environment": [
-                    {"name": "DB_HOST", "value": args.db_host},
-                    {"name": "DB_PORT", "value": str(args.db_port)},
-                    {"name": "DB_NAME", "value": args.db_name},
-                    {"name": "DB_USER", "value": args.db_user},
+                    {"name": "DB_HOST", "value": given(args.db_host)},
+                    {"name": "DB_PORT", "value": as_text(args.db_port)},
+                    {"name": "DB_NAME", "value": given(args.db_name)},
+                    {"name": "DB_USER", "value": given(args.db_user)},
                     *(
-                        {"name": name, "value": value}
+                        {"name": name, "value": given(value)}
                         for name, value in sorted(args.container_env.items())
                     ),
                 ],
-                "secrets": [{"name": "DB_PASSWORD", "valueFrom": args.db_password_secret_arn}],
+                "secrets": [
+                    {"name": "DB_PASSWORD", "valueFrom": given(args.db_password_secret_arn)}
+                ],
                 "logConfiguration": {
                     "logDriver": "awslogs",
                     "options": {
@@ -186,8 +200,8 @@ def app(args: AppArgs) -> dict[str, Any]:
         name=args.name("alb", LB_NAME_MAX),
         load_balancer_type="application",
         internal=False,
-        subnets=args.public_subnet_ids,
-        security_groups=[args.alb_security_group_id],
+        subnets=given_all(args.public_subnet_ids),
+        security_groups=[given(args.alb_security_group_id)],
         drop_invalid_header_fields=True,
         tags=base_tags,
     )
@@ -195,7 +209,7 @@ def app(args: AppArgs) -> dict[str, Any]:
         "app",
         # The port is in the name: a new port replaces the group, and the new one must coexist.
         name=args.name(f"app-{args.port}", LB_NAME_MAX),
-        vpc_id=args.vpc_id,
+        vpc_id=given(args.vpc_id),
         target_type="ip",
         protocol="HTTP",
         port=args.port,
@@ -228,10 +242,10 @@ def app(args: AppArgs) -> dict[str, Any]:
         desired_count=args.desired_count,
         launch_type="FARGATE",
         network_configuration={
-            "subnets": (
+            "subnets": given_all(
                 args.public_subnet_ids if args.tasks_in_public_subnets else args.private_subnet_ids
             ),
-            "security_groups": [args.app_security_group_id],
+            "security_groups": [given(args.app_security_group_id)],
             # Without a NAT gateway a task needs a public address to reach the registry.
             "assign_public_ip": args.tasks_in_public_subnets,
         },

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any, TypeVar, cast
 
-from pydantic import AfterValidator, BaseModel, Field
+import pulumi
+from pulumi.output import UNKNOWN as UNKNOWN
+from pulumi.output import Unknown as _PulumiUnknown
+from pydantic import AfterValidator, BaseModel, Field, PlainSerializer, PlainValidator
 
 MANAGED_BY = "stackflow"
 
@@ -61,6 +65,62 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 """An IPv4 CIDR block in its canonical form (host bits must be zero)."""
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+T = TypeVar("T")
+
+UNKNOWN_WIRE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""How Pulumi writes "known after apply" on the wire (and how a fingerprint records it)."""
+
+
+def _unknown(value: Any) -> _PulumiUnknown:
+    if isinstance(value, _PulumiUnknown):
+        return value
+    raise ValueError("expected a value, or Pulumi's UNKNOWN for one known only after an update")
+
+
+Unknown = Annotated[
+    _PulumiUnknown,
+    PlainValidator(_unknown),
+    PlainSerializer(lambda _: UNKNOWN_WIRE, return_type=str),
+]
+"""An argument another stack's preview cannot know yet (`UNKNOWN`, Pulumi's own unknown value):
+an argument taken from another stack's outputs is `X | Unknown`, and a preview shows whatever
+depends on it as "known after apply". An `up` always gets the values."""
+
+Id = Annotated[str, Field(min_length=1)]
+"""An identifier, name or address one stack hands to another."""
+
+Ids = Annotated[Sequence[Id | Unknown], Field(min_length=2)] | Unknown
+"""Identifiers another stack hands on, one per availability zone (at least two)."""
+
+
+def contains_unknown(value: Any) -> bool:
+    """Whether `value` (an argument, or a list or dict of them) holds an `UNKNOWN`."""
+    if isinstance(value, _PulumiUnknown):
+        return True
+    if isinstance(value, dict):
+        return any(contains_unknown(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(contains_unknown(v) for v in value)
+    return False
+
+
+def given(value: T | _PulumiUnknown) -> pulumi.Input[T]:
+    """An argument from another stack as a resource input (Pulumi sends `UNKNOWN` as unknown)."""
+    return cast("pulumi.Input[T]", value)
+
+
+def given_all(
+    values: Sequence[T | _PulumiUnknown] | _PulumiUnknown,
+) -> pulumi.Input[Sequence[pulumi.Input[T]]]:
+    """A list argument from another stack as a resource input: the list, or some of its items,
+    may be unknown in a preview."""
+    return cast("pulumi.Input[Sequence[pulumi.Input[T]]]", values)
+
+
+def as_text(value: int | str | _PulumiUnknown) -> pulumi.Output[str]:
+    """An argument from another stack as text (a container's environment variable)."""
+    return pulumi.Output.from_input(given(value)).apply(str)
 
 
 class BaseArgs(BaseModel, frozen=True):

@@ -6,7 +6,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr
 
-from programs.common import RDS_IDENTIFIER_MAX, BaseArgs, Port, tags
+from programs.common import (
+    RDS_IDENTIFIER_MAX,
+    BaseArgs,
+    Id,
+    Ids,
+    Port,
+    Unknown,
+    given,
+    given_all,
+    tags,
+)
 
 STACK = "database"
 PARAMETER_FAMILY = "mysql8.0"
@@ -16,10 +26,11 @@ PASSWORD_SPECIALS = "!*()-_=+[]{}<>.^~"
 
 
 class DatabaseArgs(BaseArgs, frozen=True):
-    """What the database program needs."""
+    """What the database program needs (`| Unknown`: from the networking stack, which a preview
+    may not know yet)."""
 
-    private_subnet_ids: list[str] = Field(min_length=2)
-    db_security_group_id: str = Field(min_length=1)
+    private_subnet_ids: Ids
+    db_security_group_id: Id | Unknown
     engine_version: str = Field(pattern=r"^8\.0(\.\d+)?$")
     instance_class: str = Field(pattern=r"^db\.[a-z0-9]+\.[a-z0-9]+$")
     allocated_storage_gb: int = Field(ge=20, le=65536)
@@ -67,7 +78,7 @@ def database(args: DatabaseArgs) -> dict[str, Any]:
     subnet_group = aws.rds.SubnetGroup(
         "db-subnets",
         name=args.name("db-subnets"),
-        subnet_ids=args.private_subnet_ids,
+        subnet_ids=given_all(args.private_subnet_ids),
         description=f"Private subnets of {args.project} {args.environment}",
         tags=base_tags,
     )
@@ -111,7 +122,7 @@ def database(args: DatabaseArgs) -> dict[str, Any]:
         port=args.port,
         db_subnet_group_name=subnet_group.name,
         parameter_group_name=parameter_group.name,
-        vpc_security_group_ids=[args.db_security_group_id],
+        vpc_security_group_ids=[given(args.db_security_group_id)],
         publicly_accessible=args.publicly_accessible,
         multi_az=args.multi_az,
         backup_retention_period=args.backup_retention_days,

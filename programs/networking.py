@@ -208,8 +208,9 @@ def networking(args: NetworkingArgs) -> dict[str, Any]:
     return {
         "vpc_id": vpc.id,
         "vpc_cidr": vpc.cidr_block,
-        "public_subnet_ids": pulumi.Output.all(*[s.id for s in public_subnets]),
-        "private_subnet_ids": pulumi.Output.all(*[s.id for s in private_subnets]),
+        # Lists of outputs, not one output of a list: a preview knows the subnets that stay.
+        "public_subnet_ids": [s.id for s in public_subnets],
+        "private_subnet_ids": [s.id for s in private_subnets],
         "alb_security_group_id": alb_sg.id,
         "app_security_group_id": app_sg.id,
         "db_security_group_id": db_sg.id,

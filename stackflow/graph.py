@@ -17,10 +17,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from stackflow.engine.base import INTERNAL_OUTPUT, ConfigValue, OutputValue, StackSpec
-from stackflow.errors import MissingOutputError, UnknownStackError, echo
+from programs.common import UNKNOWN, contains_unknown
+from stackflow.engine.base import (
+    INTERNAL_OUTPUT,
+    UNKNOWN_WIRE,
+    ConfigValue,
+    OutputValue,
+    StackSpec,
+)
+from stackflow.errors import MissingOutputError, PermanentStackError, UnknownStackError, echo
 from stackflow.settings import Settings
 
 Upstream = Mapping[str, BaseModel]
@@ -44,8 +51,8 @@ class Node:
         outputs: a stack's typed outputs model (one field per exported output).
         inputs: a stack's program arguments, built from settings and upstream outputs.
         program: a stack's Pulumi program: a plain function of those arguments.
-        known: a stack's outputs known from settings alone (a preview of a new environment shows
-            them; the rest are placeholders made from the outputs model's field types).
+        known: a stack's outputs known from settings alone, for a preview that does not report
+            them (see `project_outputs`; the rest are unknown).
         task: the Prefect task that runs the node (a step's own; stacks share the stack task).
         plan: a step's read-only account of what it would do, for previews and approvals
             (called with the run's context and the outcomes of the stacks it reads).
@@ -197,7 +204,10 @@ class StackGraph:
         missing = [u for u in self.upstream_stacks(name) if u not in upstream]
         if missing:
             raise MissingOutputError(name, f"needs the outputs of {', '.join(missing)}")
-        args = node.inputs(settings, upstream)
+        try:
+            args = node.inputs(settings, upstream)
+        except ValidationError as exc:
+            raise _refused_unknown(settings, name, upstream, exc) or exc from None
         program = node.program
         spec = StackSpec(
             project=settings.project,
@@ -207,6 +217,25 @@ class StackGraph:
             config=stack_config(settings),
         )
         return spec, args
+
+
+def _refused_unknown(
+    settings: Settings, name: str, upstream: Upstream, exc: ValidationError
+) -> PermanentStackError | None:
+    """A stack's program arguments that refuse a value an upstream preview cannot know yet: say
+    which argument and how to take it (None when no upstream value is unknown)."""
+    refused = [e for e in exc.errors() if contains_unknown(e.get("input"))]
+    moving = [u for u, outputs in upstream.items() if contains_unknown(dict(outputs))]
+    if not refused or not moving:
+        return None
+    where = ", ".join(sorted({str(e["loc"][0]) for e in refused if e["loc"]}))
+    return PermanentStackError(
+        f"{settings.environment}/{name}",
+        f"its program's arguments ({exc.title}) refuse a value the preview of "
+        f"{', '.join(moving)} cannot know yet ({where}): type such an argument `... | Unknown` "
+        "(programs.common.Unknown; pass it on with given/given_all) so the preview shows what "
+        "depends on it as known after apply",
+    )
 
 
 def _check(node: Node) -> None:
@@ -254,32 +283,75 @@ def parse_outputs(node: Node, outputs: Mapping[str, OutputValue]) -> BaseModel:
     return node.outputs.model_validate({k: outputs[k].value for k in node.outputs.model_fields})
 
 
-def _placeholder(annotation: Any, tag: str) -> Any:
-    origin = typing.get_origin(annotation)
-    if annotation is int or annotation is float:
-        return 0
-    if annotation is bool:
-        return False
-    if annotation is SecretStr:
-        return SecretStr(tag)
-    if origin in (list, tuple):
-        (inner,) = typing.get_args(annotation)[:1] or (str,)
-        return [_placeholder(inner, f"{tag}-0")]
-    return tag
+@dataclass(frozen=True)
+class Projection:
+    """A stack's outputs as its previewed update would leave them: what the previews of the
+    stacks that read them are given, so they show what that update will change in them too.
+
+    `outputs` is built without validation: an output the preview cannot know is Pulumi's
+    `UNKNOWN` there (whole, or an item of a list), which the programs' arguments take
+    (`programs.common.Unknown`) and Pulumi shows as "known after apply".
+    """
+
+    outputs: BaseModel
+    unknown: tuple[str, ...] = ()  # known only after the update
+    changed: tuple[str, ...] = ()  # the update changes them to a value the preview knows
+
+    @property
+    def moves(self) -> bool:
+        """Whether any output would differ from what is deployed (or is not deployed yet)."""
+        return bool(self.unknown or self.changed)
+
+    def describe(self) -> str:
+        """Which outputs move, e.g. `port changes; private_subnet_ids known after its up`."""
+        parts = [f"{', '.join(self.changed)} changes"] if self.changed else []
+        if self.unknown:
+            parts.append(f"{', '.join(self.unknown)} known after its up")
+        return "; ".join(parts)
 
 
-def placeholder_outputs(node: Node, settings: Settings) -> BaseModel:
-    """Outputs that stand in for a stack not deployed yet, so downstream stacks can be previewed:
-    the values known from settings (`node.known`), the rest made from the outputs model's field
-    types. Every made-up string says `placeholder`, so nothing downstream can mistake it for real.
+def project_outputs(
+    node: Node,
+    settings: Settings,
+    stored: Mapping[str, OutputValue],
+    previewed: Mapping[str, OutputValue],
+) -> Projection:
+    """A stack's outputs as its preview projects them (see `Projection`).
+
+    Per output: the value the preview projects (`UNKNOWN_WIRE` where it cannot know it); for a
+    secret the preview hides, or an output it does not report: the deployed value, else the
+    value known from settings (`node.known`), else unknown.
+
+    Args:
+        stored: the outputs deployed now ({} for a stack not deployed yet).
+        previewed: the outputs the preview reported (`OperationResult.projected`).
     """
     assert node.outputs is not None
     known = dict(node.known(settings)) if node.known is not None else {}
     values: dict[str, Any] = {}
+    unknown: list[str] = []
+    changed: list[str] = []
     for name, info in node.outputs.model_fields.items():
-        if name in known:
-            values[name] = known[name]
+        seen, before = previewed.get(name), stored.get(name)
+        if seen is not None and seen.value is not None:
+            raw = seen.value
+        elif before is not None:
+            raw = before.value
         else:
-            tag = f"placeholder-{node.name}-{name.replace('_', '-')}"
-            values[name] = _placeholder(info.annotation, tag)
-    return node.outputs.model_validate(values)
+            raw = known.get(name, UNKNOWN_WIRE)
+        values[name] = _typed(info.annotation, raw)
+        if contains_unknown(values[name]):
+            unknown.append(name)
+        elif before is not None and values[name] != _typed(info.annotation, before.value):
+            changed.append(name)
+    return Projection(node.outputs.model_construct(**values), tuple(unknown), tuple(changed))
+
+
+def _typed(annotation: Any, value: Any) -> Any:
+    """`value` as the outputs model's field holds it; a value not known yet is UNKNOWN."""
+    if isinstance(value, list) and typing.get_origin(annotation) in (list, tuple):
+        (inner,) = typing.get_args(annotation)[:1] or (Any,)
+        return [_typed(inner, item) for item in value]  # a list's items may be unknown alone
+    if (isinstance(value, str) and value == UNKNOWN_WIRE) or contains_unknown(value):
+        return UNKNOWN
+    return TypeAdapter(annotation).validate_python(value)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackflow.engine.base import ChangeCounts, ResourceChange
+from stackflow.engine.base import KNOWN_AFTER_APPLY, ChangeCounts, PropertyChange, ResourceChange
 from stackflow.migrations.plan import MigrationPlanReport
 from stackflow.migrations.splitter import one_line
 
@@ -41,7 +41,11 @@ class StackPlan:
 
     def allows(self, change: ResourceChange) -> bool:
         """Whether `change` is one this plan shows: the same resource, the same change (or an
-        update where a replace was planned, as Pulumi allows), and only properties it names."""
+        update where a replace was planned, as Pulumi allows); for an in-place update, only
+        properties it names, each to the value it showed, except where it showed "known after
+        apply" (a value an upstream stack's update decides: any value, down to the keys inside
+        it). A create or a replacement is held to its resource and, for a replacement, to the
+        properties named: a new resource's generated name differs from one preview to the next."""
         planned = next((r for r in self.resources if r.urn == change.urn), None)
         if planned is None:
             return False
@@ -50,8 +54,51 @@ class StackPlan:
             "replace",
         ):
             return False
-        names = {p.name for p in planned.properties}
-        return all(p.name in names for p in change.properties)
+        if planned.change == "create":
+            return True
+        if planned.change == "replace":
+            return all(_names(planned.properties, p) for p in change.properties)
+        return all(_shows(planned.properties, p) for p in change.properties)
+
+
+def _shows(planned: Sequence[PropertyChange], prop: PropertyChange) -> bool:
+    """Whether a planned property shows `prop`: the same one to a value that fits, or one that
+    holds it (`prop` is a key or an item inside it) whose value was not known."""
+    for shown in planned:
+        if shown.name == prop.name:
+            return _fits(shown.new, prop.new)
+    return any(_inside(prop, shown) and _unknown_inside(shown.new) for shown in planned)
+
+
+def _names(planned: Sequence[PropertyChange], prop: PropertyChange) -> bool:
+    """Whether a planned property names `prop`, or holds it and was not known."""
+    return any(
+        shown.name == prop.name or (_inside(prop, shown) and _unknown_inside(shown.new))
+        for shown in planned
+    )
+
+
+def _inside(prop: PropertyChange, holder: PropertyChange) -> bool:
+    return prop.name.startswith((f"{holder.name}.", f"{holder.name}["))
+
+
+def _fits(shown: Any, value: Any) -> bool:
+    """Whether `value` is what a plan showed: equal, or resolved where it said known after apply."""
+    if shown == KNOWN_AFTER_APPLY:
+        return True
+    if isinstance(shown, list) and isinstance(value, list) and len(shown) == len(value):
+        return all(_fits(a, b) for a, b in zip(shown, value, strict=True))
+    if isinstance(shown, dict) and isinstance(value, dict) and shown.keys() == value.keys():
+        return all(_fits(shown[k], value[k]) for k in shown)
+    return bool(shown == value)
+
+
+def _unknown_inside(shown: Any) -> bool:
+    if isinstance(shown, dict):
+        return any(_unknown_inside(v) for v in shown.values())
+    if isinstance(shown, list):
+        return any(_unknown_inside(v) for v in shown)
+    return bool(shown == KNOWN_AFTER_APPLY)
 
 
 @dataclass(frozen=True)
@@ -255,6 +302,27 @@ def resource_lines(resources: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"  {_SIGN.get(r['change'], '?'):>2} {r['type']}  {r['name']}")
         lines.extend(f"       {_property_text(p)}" for p in r["properties"])
     return lines
+
+
+def drift_lines(resources: Sequence[dict[str, Any]]) -> list[str]:
+    """Per drifted resource (as `ResourceChange.drift_dict()` gives it), each property that moved
+    with the value the state holds and the value found in the cloud (values already masked)."""
+    lines: list[str] = []
+    for r in resources:
+        gone = r["drift"] == "deleted"
+        lines.append(f"  {'-' if gone else '~':>2} {r['type']}  {r['name']}")
+        if gone:
+            lines.append("       gone from the cloud (the state still holds it)")
+        lines.extend(
+            f"       {p['name']}: stored {drift_value(p['stored'])}, found {drift_value(p['found'])}"
+            for p in r["properties"]
+        )
+    return lines
+
+
+def drift_value(value: Any) -> str:
+    """A stored or found value as drift shows it (None: the property is not there)."""
+    return "(none)" if value is None else _value(value)
 
 
 def _property_text(prop: dict[str, Any]) -> str:

@@ -10,10 +10,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from stackflow.drift import DriftMarks
-from stackflow.engine import Engine, OutputValue
+from stackflow.engine import Engine, Operation, OutputValue
 from stackflow.engine.base import ChangeCounts, ResourceChange
 from stackflow.errors import OperationCancelled
-from stackflow.graph import StackGraph, bare_spec, parse_outputs, user_outputs
+from stackflow.graph import Projection, StackGraph, bare_spec, parse_outputs, user_outputs
 from stackflow.progress import NodeChanged, NodeState, ProgressHub, hub
 from stackflow.records import Records
 from stackflow.redact import Redactor
@@ -98,7 +98,9 @@ class StackOutcome:
     typed: BaseModel | None = None
     note: str = ""
     placeholder: bool = False  # outputs stand in for a stack that is not deployed yet
-    resources: tuple[ResourceChange, ...] = ()  # per resource, what preview would change
+    projected: Projection | None = None  # a preview: the outputs its update would leave
+    resources: tuple[ResourceChange, ...] = ()  # per resource: what a preview would change,
+    # or what drift found
     retries: list[str] = field(default_factory=list)  # the reason of each retried attempt
     healed: str = ""  # what this run cleared that an interrupted operation left behind
     fingerprint: str = ""  # the stack's inputs (up, and a gated plan's previews)
@@ -106,3 +108,10 @@ class StackOutcome:
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}
+
+    def read_by(self, operation: Operation) -> BaseModel | None:
+        """The outputs a downstream stack's `operation` reads: a preview reads what this stack's
+        preview projects (its update's new values, or unknown), an up what is deployed."""
+        if operation is Operation.PREVIEW and self.projected is not None:
+            return self.projected.outputs
+        return self.typed

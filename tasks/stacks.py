@@ -11,7 +11,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,14 @@ from stackflow.crashes import ZOMBIE_WINDOW_S, flow_run_state
 from stackflow.drift import DRIFTED, REFRESHED
 from stackflow.engine import Listener, Operation, OperationResult, is_transient
 from stackflow.engine.base import ResourceEvent, StackSpec
-from stackflow.errors import OperationCancelled, PlanChanged, StackError
-from stackflow.graph import (
-    bare_spec,
-    parse_outputs,
-    placeholder_outputs,
-)
-from stackflow.plan import StackPlan
+from stackflow.errors import OperationCancelled, StackError
+from stackflow.graph import bare_spec, parse_outputs, project_outputs
 from stackflow.progress import (
     NodeState,
     ResourceProgress,
     ResourcesDeclared,
 )
+from tasks.approved import Gate, approved_plan
 from tasks.context import RunContext, StackOutcome
 from tasks.limits import SlotWaitCancelled, stack_slot
 
@@ -84,21 +79,6 @@ def _record(ctx: RunContext, operation: Operation, node: str) -> None:
     ctx.engine_calls.append(f"{operation.value}:{node}")
 
 
-@dataclass(frozen=True)
-class Gate:
-    """How an approval binds one stack operation of a gated `up`.
-
-    Planning (PREVIEW): the preview saves Pulumi's update plan to `plan_file`, and a stack whose
-    inputs match its last successful up is left out of the plan (unchanged). Applying (UP): the
-    stack is updated under `approved.plan_file`; if its inputs moved since the preview (an
-    upstream stack's new outputs resolved), it is previewed again into `plan_file` and applied
-    under that plan only if every change is one the approval showed.
-    """
-
-    plan_file: Path
-    approved: StackPlan | None = None  # UP: what was approved for this stack (None: nothing)
-
-
 @task(
     name="stack",
     task_run_name="{operation}-{node}",
@@ -135,12 +115,17 @@ def stack_operation(
     ctx.check_not_cancelled(node)
     ctx.publish(node, NodeState.RUNNING, attempt=attempt)
     if operation in (Operation.UP, Operation.PREVIEW):
-        typed_upstream = {k: v.typed for k, v in upstream.items() if v.typed is not None}
-        spec, args = ctx.graph.spec(node, settings, typed_upstream)
+        read = {k: v.read_by(operation) for k, v in upstream.items()}
+        spec, args = ctx.graph.spec(
+            node, settings, {k: v for k, v in read.items() if v is not None}
+        )
     else:  # refresh, drift and destroy do not run the program: no upstream needed
         spec = bare_spec(settings, node)
     listener = _listener(ctx, node, logger)
-    placeholders = [k for k, v in upstream.items() if v.placeholder]
+    # What the upstream previews say will move: this preview shows what follows from it.
+    moves = {
+        k: v.projected.describe() for k, v in upstream.items() if v.projected and v.projected.moves
+    }
 
     fp = ""
     planning = operation is Operation.PREVIEW and gate is not None
@@ -149,10 +134,10 @@ def stack_operation(
     if operation in (Operation.UP, Operation.PREVIEW):  # a preview plans the stamp an up records
         fp = fingerprint.compute(spec, args, graph_node.sources, engine.name, engine.versions())
     if operation is Operation.UP or planning:
-        # A plan previews a stack whose upstream will change, though its inputs look unchanged now.
-        moving = planning and any(u.changes.changed for u in upstream.values())
+        # A plan's fingerprint covers what the upstream previews project: when an upstream
+        # output moves, so does this stack's fingerprint, and it is previewed, not skipped.
         cached = None
-        if not (force or mark or moving):
+        if not (force or mark):
             state = engine.state(spec)  # one read of the backend, no pulumi process
             cached = fingerprint.unchanged_outputs(state, fp, ctx.passphrase)
             why = fingerprint.why_not_unchanged(state, fp)
@@ -187,6 +172,8 @@ def stack_operation(
         logger.info("waiting: %s", why)
         ctx.publish(node, NodeState.WAITING, detail=why, attempt=attempt)
 
+    # Read first: the redactor learns the stack's secrets before its preview shows any value.
+    stored = engine.outputs(spec) if operation is Operation.PREVIEW else {}
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(
@@ -221,7 +208,7 @@ def stack_operation(
                 engine.run(Operation.REFRESH, spec, listener)
             plan: Path | None = None
             if operation is Operation.UP and gate is not None:
-                plan = _approved_plan(ctx, spec, fp, gate, listener)
+                plan = approved_plan(ctx, spec, fp, gate, listener)
             elif planning:
                 assert gate is not None
                 plan = gate.plan_file
@@ -277,19 +264,16 @@ def stack_operation(
         # the state now holds the cloud's values while the stamp still matches: the next up
         # must run (it may not skip) to put the code's values back
         ctx.drift.mark(spec, REFRESHED)
-    placeholder = False
+    placeholder, projected = False, None
     if operation is Operation.PREVIEW:
-        # Downstream previews read what is deployed; a stack not deployed yet hands on placeholders.
-        stored = engine.outputs(spec)
+        # Downstream previews read what this preview projects; the migrations' plan reads the
+        # database deployed now (a stack not deployed yet hands on its projection).
         placeholder = not stored
-        typed = (
-            placeholder_outputs(graph_node, settings)
-            if placeholder
-            else parse_outputs(graph_node, stored)
-        )
+        projected = project_outputs(graph_node, settings, stored, result.projected)
+        typed = projected.outputs if placeholder else parse_outputs(graph_node, stored)
     note = (
-        f"previewed against placeholder outputs of {', '.join(placeholders)}"
-        if placeholders
+        "upstream previews: " + "; ".join(f"{k}: {why}" for k, why in moves.items())
+        if moves
         else ""
     )
     outputs = dict(result.outputs) if operation is not Operation.PREVIEW else {}
@@ -304,7 +288,10 @@ def stack_operation(
         typed,
         note,
         placeholder,
-        resources=result.resource_changes if operation is Operation.PREVIEW else (),
+        projected,
+        resources=result.resource_changes
+        if operation in (Operation.PREVIEW, Operation.DRIFT)
+        else (),
         retries=list(ctx.retries.get(node, [])),
         healed=ctx.healed.get(node, ""),
         fingerprint=fp,
@@ -343,43 +330,3 @@ def _flow_run_id() -> str | None:
 
     found = flow_run.id
     return str(found) if found else None
-
-
-def _approved_plan(
-    ctx: RunContext, spec: StackSpec, fp: str, gate: Gate, listener: Listener
-) -> Path:
-    """The update plan a gated `up` of `spec` applies under.
-
-    Raises:
-        PlanChanged: the stack would change although the approval showed no change for it, or
-            (re-previewed after its upstream moved) it would make a change the approval did not show.
-    """
-    approved = gate.approved
-    if approved is None or approved.plan_file is None:
-        raise PlanChanged(
-            spec.label,
-            "its inputs changed since the plan was approved, which showed it unchanged",
-        )
-    if not approved.plan_file.exists():
-        raise PlanChanged(spec.label, f"the approved update plan {approved.plan_file} is gone")
-    if fp == approved.fingerprint:
-        return approved.plan_file
-    # Within one run only upstream outputs can move (settings and programs are those of the
-    # preview): see whether the changes are still the approved ones, with values resolved.
-    listener.line(
-        f"{spec.label}: an upstream stack's outputs changed since the preview; previewing again "
-        "to check the changes are the approved ones"
-    )
-    _record(ctx, Operation.PREVIEW, spec.node)
-    again = ctx.engine.run(
-        Operation.PREVIEW, spec, listener, plan=gate.plan_file, stamp=fingerprint.stamp(fp)
-    )
-    beyond = [r for r in again.resource_changes if not approved.allows(r)]
-    if beyond:
-        shown = "; ".join(
-            f"{r.change} {r.type} {r.name}"
-            + (f" ({', '.join(p.name for p in r.properties)})" if r.properties else "")
-            for r in beyond[:5]
-        )
-        raise PlanChanged(spec.label, f"changes the approval did not show: {shown}")
-    return gate.plan_file

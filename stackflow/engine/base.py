@@ -24,6 +24,12 @@ ProgramFn = Callable[[], Mapping[str, Any]]
 INTERNAL_OUTPUT = "_stackflow"
 """The output every `up` records for stackflow itself (its stamp); never one of a stack's own."""
 
+UNKNOWN_WIRE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+"""Pulumi's wire value for a value known only after the update ("known after apply")."""
+
+KNOWN_AFTER_APPLY = "(known after apply)"
+"""How a shown property value says a preview does not know it yet."""
+
 
 class Operation(StrEnum):
     """What an engine can do to a stack."""
@@ -168,6 +174,19 @@ class ResourceChange:
             "properties": [p.as_dict() for p in self.properties],
         }
 
+    def drift_dict(self) -> dict[str, Any]:
+        """As drift reports it: the resource changed in the cloud (`changed`) or is gone from it
+        (`deleted`), and per property the value the state holds and the value found."""
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "drift": "deleted" if self.change == "delete" else "changed",
+            "properties": [
+                {"name": p.name, "stored": p.old, "found": p.new} for p in self.properties
+            ],
+        }
+
 
 @dataclass(frozen=True)
 class OperationResult:
@@ -179,7 +198,11 @@ class OperationResult:
     outputs: Mapping[str, OutputValue]
     duration_s: float
     engine: str
-    resource_changes: tuple[ResourceChange, ...] = ()  # per resource, for preview
+    # per resource: what a preview would change (an up: what it changed), or what drift found
+    resource_changes: tuple[ResourceChange, ...] = ()
+    # a preview: the stack's outputs as its update would leave them; a value known only after
+    # the update is UNKNOWN_WIRE (or holds it), a secret one the preview hides has value None
+    projected: Mapping[str, OutputValue] = field(default_factory=dict)
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}

@@ -101,9 +101,10 @@ def prod(tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_ser
 
 
 def test_the_first_up_with_yes_prints_the_plan_and_records_who_approved_it(prod: Prod) -> None:
-    """Local cloud: the plan shows every stack's creates (database and app against placeholders
-    of their upstream) and the file to migrate on a database not deployed yet; the JSON summary
-    records the approval: at the command line with --yes, by this user on this host."""
+    """Local cloud: the plan shows every stack's creates (database and app with their upstream's
+    ids known after its up) and the file to migrate on a database not deployed yet; one approval
+    covers it all (the ids resolve when the stacks are applied, within what it showed); the JSON
+    summary records the approval: at the command line with --yes, by this user on this host."""
     summary = json.loads(prod.first.stdout)
     err = prod.first.stderr
     assert f"plan for {ENVIRONMENT}  [local cloud: moto on loopback" in err

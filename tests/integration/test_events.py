@@ -6,6 +6,7 @@ services are real."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -50,7 +51,8 @@ def real_env(
 
 
 def drift_behind_our_back(real_env: dict[str, Any], environment: str) -> None:
-    """Tag the VPC and the RDS instance through the local cloud's AWS API, as a console edit would."""
+    """Tag the VPC and the RDS instance through the local cloud's AWS API, as a console edit would;
+    someone also pastes the database password into a tag of the instance (drift must mask it)."""
     out = outputs(real_env["variables"], environment)
     cloud = real_env["cloud"]
     tag = [{"Key": "console-edit", "Value": "yes"}]
@@ -59,7 +61,8 @@ def drift_behind_our_back(real_env: dict[str, Any], environment: str) -> None:
     [instance] = rds.describe_db_instances(DBInstanceIdentifier=out["database"]["instance_id"])[
         "DBInstances"
     ]
-    rds.add_tags_to_resource(ResourceName=instance["DBInstanceArn"], Tags=tag)
+    pasted = [{"Key": "pasted", "Value": str(out["database"]["password"])}]
+    rds.add_tags_to_resource(ResourceName=instance["DBInstanceArn"], Tags=tag + pasted)
 
 
 def read_events(environment: str, since: datetime, done: Callable[[list[Any]], bool]) -> list[Any]:
@@ -95,10 +98,51 @@ def read_events(environment: str, since: datetime, done: Callable[[list[Any]], b
     return events
 
 
+def _drifted(kind: str, name: str, *properties: tuple[str, Any, Any]) -> dict[str, Any]:
+    """One resource as drift reports it (`--json`, the event), its URN aside: what moved, the
+    value stored and the value found."""
+    return {
+        "type": kind,
+        "name": name,
+        "drift": "changed",
+        "properties": [{"name": n, "stored": s, "found": f} for n, s, f in properties],
+    }
+
+
+VPC_DRIFT = _drifted("aws:ec2/vpc:Vpc", "vpc", ('tags["console-edit"]', None, "yes"))
+INSTANCE_DRIFT = _drifted(
+    "aws:rds/instance:Instance",
+    "mysql",
+    ('tags["console-edit"]', None, "yes"),
+    ("tags.pasted", None, "[secret]"),  # the password, masked
+)
+
+
+def _by_name(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drift's resources without their URNs (checked to be Pulumi's)."""
+    assert all(r["urn"].startswith("urn:pulumi:") for r in resources), resources
+    return [{k: v for k, v in r.items() if k != "urn"} for r in resources]
+
+
+def latest_artifact(key: str) -> str:
+    """The markdown of the newest version of a Prefect artifact."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    assert found, f"no {key} artifact"
+    return str(max(found, key=lambda a: a.created or 0).data)
+
+
 def test_every_operation_emits_labelled_events(real_env: dict[str, Any]) -> None:
     """Local cloud: stack.updated / stack.failed / drift.detected / stack.previewed /
     stack.destroyed, each naming environment and stack, each inside its flow run; the database
-    password is in none of them."""
+    password is in none of them. Drift (a tag on the VPC, two on the RDS instance, one of them
+    the password pasted) is named in the summary `--json` prints, in each drift event and in the
+    drift artifact: resource, property, stored value, value found, the password masked."""
     from flows.pipeline import DriftDetected, PipelineFailed, deploy, destroy, drift, preview
     from stackflow.localcloud.knobs import clear_knobs, set_knobs
 
@@ -113,9 +157,14 @@ def test_every_operation_emits_labelled_events(real_env: dict[str, Any]) -> None
     finally:
         clear_knobs(real_env["cloud"].url)
     drift_behind_our_back(real_env, env)
-    with pytest.raises(DriftDetected):
+    with pytest.raises(DriftDetected) as found:
         drift(environment=env, stacks=["networking", "database"], return_state=True).result()
     password = str(outputs(real_env["variables"], env)["database"]["password"])
+    # what moved, as `drift --json` prints it: resource, property, stored and found, masked
+    assert found.value.summary is not None
+    drifted = {s["stack"]: _by_name(s["resources"]) for s in found.value.summary["stacks"]}
+    assert drifted == {"networking": [VPC_DRIFT], "database": [INSTANCE_DRIFT]}, drifted
+    assert password not in json.dumps(found.value.summary)
     preview(environment=env, stacks=["networking"])
     destroy(environment=env)
 
@@ -157,6 +206,22 @@ def test_every_operation_emits_labelled_events(real_env: dict[str, Any]) -> None
     [failed] = [e for e in events if e.event == "stackflow.stack.failed"]
     assert failed.payload["operation"] == "up"
     assert "api error InvalidParameterValue" in failed.payload["note"]  # why it failed
+    drift_events = {
+        e.resource["stackflow.stack"]: _by_name(e.payload["resources"])
+        for e in events
+        if e.event == "stackflow.drift.detected"
+    }
+    assert drift_events == {"networking": [VPC_DRIFT], "database": [INSTANCE_DRIFT]}
+    artifact = latest_artifact(f"drift-{env}")
+    assert "## Drift" in artifact and password not in artifact
+    assert (
+        '| networking | changed | `aws:ec2/vpc:Vpc` | vpc | `tags["console-edit"]` | (none) | yes |'
+        in artifact
+    )
+    assert (
+        "| database | changed | `aws:rds/instance:Instance` | mysql | `tags.pasted` | (none) | [secret] |"
+        in artifact
+    )
     [previewed] = [e for e in events if e.event == "stackflow.stack.previewed"]
     assert previewed.payload["operation"] == "preview"
     assert isinstance(previewed.payload["resources"], list)  # per resource, as `preview --json`

@@ -407,8 +407,10 @@ def test_refresh_of_an_untouched_environment_changes_nothing_and_drift_is_found_
     shared: dict[str, Any],
 ) -> None:
     """Local cloud: a refresh right after `up` reads every resource type back unchanged; a tag added
-    to the VPC and a log group deleted through the AWS API are drift, and the next `up` restores
-    both."""
+    to the VPC, a log group deleted and the database password pasted into a tag of the RDS
+    instance through the AWS API are drift, named in `drift`'s summary (resource, property, value
+    stored, value found; the password masked there and in the log), and the next `up` restores
+    all three."""
     real, env_name = shared, shared["name"]
     refresh = cli(real["env"], "refresh", "--env", env_name)
     assert refresh.returncode == 0, refresh.stdout + refresh.stderr
@@ -424,19 +426,45 @@ def test_refresh_of_an_untouched_environment_changes_nothing_and_drift_is_found_
     ec2.create_tags(Resources=[vpc_id], Tags=[{"Key": "console-edit", "Value": "yes"}])
     group = f"/ecs/stackflow-{env_name}-app"
     logs.delete_log_group(logGroupName=group)
+    password = str(out["database"]["password"])
+    rds = cloud.client("rds")
+    arn = rds.describe_db_instances(DBInstanceIdentifier=out["database"]["instance_id"])[
+        "DBInstances"
+    ][0]["DBInstanceArn"]
+    rds.add_tags_to_resource(ResourceName=arn, Tags=[{"Key": "pasted", "Value": password}])
 
     drift = cli(real["env"], "drift", "--env", env_name)
     assert drift.returncode == 3, drift.stdout + drift.stderr
-    found = summary_of(drift)
-    assert found["networking"] == "drift" and found["app"] == "drift"
-    assert found["database"] == "no-drift"
+    assert summary_of(drift) == {s: "drift" for s in STACKS}
+    said = drift.stdout
+    assert re.search(
+        rf"^{env_name}/networking: drift\n +~ aws:ec2/vpc:Vpc  vpc\n"
+        r' +tags\["console-edit"\]: stored \(none\), found yes$',
+        said,
+        re.M,
+    ), said
+    assert re.search(
+        r"^ +- aws:cloudwatch/logGroup:LogGroup  app-logs\n +gone from the cloud", said, re.M
+    ), said
+    assert re.search(
+        r"^ +~ aws:rds/instance:Instance  mysql\n +tags.pasted: stored \(none\), found \[secret\]$",
+        said,
+        re.M,
+    ), said
+    log = max((real["state"] / "logs").glob(f"drift-{env_name}-*.log"))  # this command's
+    for text in (drift.stdout, drift.stderr, log.read_text()):
+        assert password not in text
 
     fix = cli(real["env"], "up", "--env", env_name)
     assert fix.returncode == 0, fix.stdout + fix.stderr
     assert summary_of(fix)["networking"] == "updated"
+    assert summary_of(fix)["database"] == "updated"
     tags = {t["Key"] for t in ec2.describe_vpcs(VpcIds=[vpc_id])["Vpcs"][0].get("Tags", [])}
     assert "console-edit" not in tags
     assert logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+    assert "pasted" not in {
+        t["Key"] for t in rds.list_tags_for_resource(ResourceName=arn)["TagList"]
+    }
 
 
 def test_the_local_cloud_keeps_its_resources_across_a_restart(shared: dict[str, Any]) -> None:
@@ -468,6 +496,104 @@ def test_the_local_cloud_keeps_its_resources_across_a_restart(shared: dict[str, 
     db = before["database"]
     with connect(db) as conn:
         assert conn.open
+
+
+def _changes(summary: dict[str, Any], stack: str) -> dict[str, dict[str, Any]]:
+    """type -> resource, as `preview --json` lists what a stack would change."""
+    [found] = [s for s in summary["stacks"] if s["stack"] == stack]
+    return {r["type"]: r for r in found["resources"]}
+
+
+def _property(resource: dict[str, Any], prefix: str) -> dict[str, Any]:
+    [found] = [p for p in resource["properties"] if p["name"].startswith(prefix)]
+    return found
+
+
+def test_a_third_az_and_a_new_database_port_preview_what_up_then_does_on_the_local_cloud(
+    shared: dict[str, Any],
+) -> None:
+    """Local cloud: the environment's file moves to three AZs and MySQL port 3307. `preview`
+    shows what follows downstream, not only in networking: the DB subnet group, the load
+    balancer and the ECS service each get the new subnet (known after networking's up), the
+    task definition's DB_PORT 3306 => 3307. The approval plan of a gated `up --yes` shows the
+    same, its up applies exactly those changes (Pulumi's own history counts them) and the cloud
+    holds three subnets and the new port. (Runs after the tests that need the defaults; the next
+    test destroys the environment.)"""
+    env, name = shared["env"], shared["name"]
+    sections: dict[str, Any] = {"network": {"az_count": 3}, "database": {"port": 3307}}
+    declare(shared["variables"], name, **sections)
+    previewed = cli(env, "preview", "--env", name, "--json")
+    assert previewed.returncode == 0, previewed.stdout + previewed.stderr
+    summary = json.loads(previewed.stdout)
+    notes = {s["stack"]: s["note"] for s in summary["stacks"]}
+    assert "networking: public_subnet_ids, private_subnet_ids known after its up" in notes["app"]
+    assert "database: port changes" in notes["app"]
+
+    db = _changes(summary, "database")
+    subnets = db["aws:rds/subnetGroup:SubnetGroup"]
+    assert subnets["change"] == "update"
+    assert _property(subnets, "subnetIds")["new"] == "(known after apply)"
+    port = _property(db["aws:rds/instance:Instance"], "port")
+    assert (port["old"], port["new"]) == (3306, 3307)
+    app = _changes(summary, "app")
+    alb = app["aws:lb/loadBalancer:LoadBalancer"]
+    assert alb["change"] == "update" and _property(alb, "subnets[2]")["kind"] == "add"
+    service = app["aws:ecs/service:Service"]
+    assert service["change"] == "update"
+    assert _property(service, "networkConfiguration.subnets[2]")["new"] == "(known after apply)"
+    task = app["aws:ecs/taskDefinition:TaskDefinition"]
+    moved = _property(task, "containerDefinitions")
+    assert task["change"] == "replace" and (moved["old"], moved["new"]) == ("3306", "3307")
+    assert outputs(shared, name)["database"]["port"] == 3306  # a preview deploys nothing
+
+    declare(shared["variables"], name, approval={"required": True}, **sections)
+    try:
+        up = cli(env, "up", "--env", name, "--yes")
+    finally:
+        declare(shared["variables"], name)  # the file as the other tests know it
+    assert up.returncode == 0, up.stdout + up.stderr
+    plan = up.stderr
+    for shown in (
+        r"~ aws:rds/subnetGroup:SubnetGroup  db-subnets\n +subnetIds\[2\]: \+ \(known after apply\)",
+        r"~ aws:lb/loadBalancer:LoadBalancer  alb\n +subnets\[2\]: \+ \(known after apply\)",
+        r"containerDefinitions\[0\]\.environment\[\d\]\.value: 3306 => 3307  \(forces replacement\)",
+        r"networkConfiguration\.subnets\[2\]: \+ \(known after apply\)",
+    ):
+        assert re.search(shown, plan), plan
+    assert "approval (round 1): approved via command line --yes" in up.stdout
+    assert summary_of(up) == {
+        "networking": "updated",
+        "database": "updated",
+        "migrate": "unchanged",
+        "app": "updated",
+        "verify": "healthy",
+    }
+    # What the up did is what the preview said, stack by stack (Pulumi's record of the update)
+    for stack in STACKS:
+        done = update_history(shared["state"], name, stack)[-1]["resourceChanges"]
+        [said] = [s["changes"] for s in summary["stacks"] if s["stack"] == stack]
+        assert {k: v for k, v in done.items() if k != "same" and v} == {
+            k: v for k, v in said.items() if k != "same" and v
+        }, (stack, done, said)
+
+    out = outputs(shared, name)
+    cloud = shared["cloud"]
+    [group] = cloud.client("rds").describe_db_subnet_groups(
+        DBSubnetGroupName=f"stackflow-{name}-db-subnets"
+    )["DBSubnetGroups"]
+    assert len(group["Subnets"]) == 3 and out["database"]["port"] == 3307
+    [lb] = cloud.client("elbv2").describe_load_balancers(Names=[f"stackflow-{name}-alb"])[
+        "LoadBalancers"
+    ]
+    assert len(lb["AvailabilityZones"]) == 3
+    ecs = cloud.client("ecs")
+    [svc] = ecs.describe_services(
+        cluster=out["app"]["cluster_name"], services=[out["app"]["service_name"]]
+    )["services"]
+    assert len(svc["networkConfiguration"]["awsvpcConfiguration"]["subnets"]) == 3
+    task_def = ecs.describe_task_definition(taskDefinition=svc["taskDefinition"])
+    variables = task_def["taskDefinition"]["containerDefinitions"][0]["environment"]
+    assert {v["name"]: v["value"] for v in variables}["DB_PORT"] == "3307"
 
 
 def test_two_environments_have_their_own_database_servers_and_destroy_leaves_the_other(
@@ -609,12 +735,14 @@ def test_a_killed_cli_leaves_no_plugin_behind(real: dict[str, Any]) -> None:
         clear_knobs(real["cloud"].url)
 
 
-def test_preview_of_a_new_environment_uses_marked_placeholders_and_changes_nothing(
+def test_preview_of_a_new_environment_shows_what_settings_decide_and_changes_nothing(
     real: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The preview flow on the local cloud, for an environment never deployed: networking plans
-    its creates; database and app are previewed against placeholders of their upstream outputs,
-    and say so; no environment record, and nothing in the local cloud."""
+    its creates; database and app are previewed against what networking's and the database's
+    previews know (their ids known only after their up), and say so; each create lists the values
+    settings decide and "known after apply" for the rest; no environment record, and nothing in
+    the local cloud."""
     from flows.pipeline import preview
 
     use(real["variables"], monkeypatch)
@@ -623,9 +751,16 @@ def test_preview_of_a_new_environment_uses_marked_placeholders_and_changes_nothi
     by = {s["stack"]: s for s in summary["stacks"]}
     assert by["networking"]["status"] == "previewed"
     assert by["networking"]["changes"]["create"] >= 20
-    assert "placeholder outputs of networking" in by["database"]["note"]
-    assert "placeholder outputs of networking, database" in by["app"]["note"]
+    assert "networking: vpc_id, public_subnet_ids, private_subnet_ids" in by["database"]["note"]
+    assert "database: host, password, password_secret_arn known after" in by["app"]["note"]
     assert by["database"]["changes"]["create"] > 0 and by["app"]["changes"]["create"] > 0
+    created = {r["type"]: r for r in by["database"]["resources"]}
+    mysql = {p["name"]: p["new"] for p in created["aws:rds/instance:Instance"]["properties"]}
+    assert mysql["port"] == 3306 and mysql["engineVersion"] == "8.0"
+    assert mysql["vpcSecurityGroupIds"] == ["(known after apply)"]
+    assert mysql["password"] == "(known after apply)"  # generated by its up, then secret
+    subnets = created["aws:rds/subnetGroup:SubnetGroup"]["properties"]
+    assert {p["name"]: p["new"] for p in subnets}["subnetIds"] == ["(known after apply)"] * 2
     assert not (real["state"] / "environments").exists()
     listed = cli(real["env"], "cloud", "ls", "--env", name, "--json")
     assert json.loads(listed.stdout)["resources"] == []

@@ -896,4 +896,5 @@ def test_steps_that_change_nothing_are_not_changes() -> None:
     assert resource_change(_step("same", {"a": 1}, {"a": 1}), Redactor()) is None
     assert resource_change(_step("read", None, {"a": 1}), Redactor()) is None
     created = resource_change(_step("create", None, {"a": 1}), Redactor())
-    assert created is not None and created.change == "create" and created.properties == ()
+    assert created is not None and created.change == "create"
+    assert [(p.name, p.kind, p.new) for p in created.properties] == [("a", "add", 1)]

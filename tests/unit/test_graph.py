@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
+from pydantic import ValidationError
 
 from graph import GRAPH
+from programs.common import UNKNOWN, UNKNOWN_WIRE
 from stackflow.engine import OutputValue
 from stackflow.errors import MissingOutputError, UnknownStackError
 from stackflow.graph import (
@@ -16,7 +18,7 @@ from stackflow.graph import (
     NodeKind,
     StackGraph,
     parse_outputs,
-    placeholder_outputs,
+    project_outputs,
 )
 from stackflow.settings import get_settings
 
@@ -88,43 +90,103 @@ def test_mermaid_draws_every_node_and_edge() -> None:
     assert 'app["app"]' in text
 
 
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, SecretStr):
-        return [value.get_secret_value()]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return [value] if isinstance(value, str) else []
+SUBNETS = {
+    "public_subnet_ids": ["subnet-p0", "subnet-p1"],
+    "private_subnet_ids": ["subnet-a", "subnet-b"],
+}
+NETWORKING = {
+    "vpc_id": "vpc-1",
+    "vpc_cidr": "10.0.0.0/16",
+    **SUBNETS,
+    "alb_security_group_id": "sg-alb",
+    "app_security_group_id": "sg-app",
+    "db_security_group_id": "sg-db",
+}
+DATABASE = {
+    "host": "10.0.0.5",
+    "port": 3306,
+    "database": "app",
+    "user": "stackflow",
+    "password": "hunter2-secret",
+    "password_secret_arn": "arn:aws:secretsmanager:eu-west-1:1:secret:pw",
+    "instance_id": "stackflow-dev-mysql",
+}
 
 
-def _plain(value: Any) -> Any:
-    return value.get_secret_value() if isinstance(value, SecretStr) else value
+def _values(raw: dict[str, Any], secret: str = "password") -> dict[str, OutputValue]:
+    return {k: OutputValue(v, secret=k == secret) for k, v in raw.items()}
 
 
 @pytest.mark.parametrize("stack", GRAPH.stacks)
-def test_placeholder_outputs_are_known_values_or_say_placeholder(stack: str) -> None:
+def test_a_stack_not_deployed_projects_what_settings_know_and_the_rest_unknown(stack: str) -> None:
+    """A preview that reported nothing (and nothing deployed): each output is known from settings
+    or Pulumi's UNKNOWN, never a made-up value, and the projection names the unknown ones."""
     settings = get_settings(environment="dev")
     node = GRAPH[stack]
-    outputs = placeholder_outputs(node, settings)
+    projection = project_outputs(node, settings, {}, {})
     known = dict(node.known(settings)) if node.known else {}
-    made_up = [
-        s
-        for name in type(outputs).model_fields
-        if name not in known
-        for s in _strings(getattr(outputs, name))
-    ]
-    assert made_up, "every stack has outputs only a deploy can tell"
-    for text in made_up:
-        assert "placeholder" in text
-    for name, value in known.items():
-        assert _plain(getattr(outputs, name)) == value
+    assert projection.unknown and not projection.changed and projection.moves
+    for name in type(projection.outputs).model_fields:
+        value = getattr(projection.outputs, name)
+        if name in known:
+            assert value == known[name]
+        else:
+            assert value is UNKNOWN and name in projection.unknown
 
 
-def test_placeholders_follow_the_settings_they_are_known_from() -> None:
-    settings = get_settings(environment="prod")  # three AZs, port from the file
-    net = placeholder_outputs(GRAPH["networking"], settings)
-    assert len(net.private_subnet_ids) == settings.network.az_count == 3  # type: ignore[attr-defined]
-    db = placeholder_outputs(GRAPH["database"], settings)
-    assert db.port == settings.database.port  # type: ignore[attr-defined]
+def test_a_preview_projects_its_new_values_and_unknowns_over_what_is_deployed() -> None:
+    """A third AZ: the two subnets that stay are known, the new one is unknown (the whole list
+    when the preview says so); a new port is a known change; a secret the preview hides keeps
+    its deployed value; what the preview does not report stays as deployed."""
+    settings = get_settings(environment="dev")
+    net = project_outputs(
+        GRAPH["networking"],
+        settings,
+        _values(NETWORKING),
+        _values({**NETWORKING, "private_subnet_ids": ["subnet-a", "subnet-b", UNKNOWN_WIRE]})
+        | {"public_subnet_ids": OutputValue(UNKNOWN_WIRE)},
+    )
+    assert net.unknown == ("public_subnet_ids", "private_subnet_ids") and net.changed == ()
+    outputs: Any = net.outputs
+    assert outputs.private_subnet_ids == ["subnet-a", "subnet-b", UNKNOWN]
+    assert outputs.public_subnet_ids is UNKNOWN and outputs.vpc_id == "vpc-1"
+    assert "private_subnet_ids known after its up" in net.describe()
+
+    db = project_outputs(
+        GRAPH["database"],
+        settings,
+        _values(DATABASE),
+        {"port": OutputValue(3307), "password": OutputValue(None, secret=True)},
+    )
+    assert db.changed == ("port",) and db.unknown == ()
+    assert db.outputs.port == 3307  # type: ignore[attr-defined]
+    assert db.outputs.password.get_secret_value() == "hunter2-secret"  # type: ignore[attr-defined]
+    assert db.describe() == "port changes"
+    same = project_outputs(GRAPH["database"], settings, _values(DATABASE), _values(DATABASE))
+    assert not same.moves and same.describe() == ""
+
+
+def test_program_arguments_take_unknowns_a_fingerprint_records_and_still_refuse_bad_values() -> (
+    None
+):
+    """The database's arguments built from a projection hold UNKNOWN where networking's preview
+    could not know; their fingerprint says so (it can never match a deployed stamp), and a value
+    that is known is still checked."""
+    settings = get_settings(environment="dev")
+    networking = project_outputs(GRAPH["networking"], settings, {}, {})
+    spec, args = GRAPH.spec("database", settings, {"networking": networking.outputs})
+    assert spec.node == "database"
+    dumped = json.loads(args.model_dump_json())
+    assert dumped["private_subnet_ids"] == [UNKNOWN_WIRE, UNKNOWN_WIRE]
+    assert dumped["db_security_group_id"] == UNKNOWN_WIRE
+    known = project_outputs(GRAPH["networking"], settings, _values(NETWORKING), {})
+    _, resolved = GRAPH.spec("database", settings, {"networking": known.outputs})
+    assert json.loads(resolved.model_dump_json())["private_subnet_ids"] == ["subnet-a", "subnet-b"]
+    bad = {**NETWORKING, "private_subnet_ids": ["subnet-a"]}
+    with pytest.raises(ValidationError, match="at least 2"):
+        GRAPH.spec(
+            "database", settings, {"networking": parse_outputs(GRAPH["networking"], _values(bad))}
+        )
 
 
 def test_a_step_without_a_task_is_refused_when_the_graph_is_declared() -> None:
@@ -150,14 +212,44 @@ def test_the_walker_and_the_flows_name_no_node() -> None:
 def test_parse_outputs_names_the_stack_and_the_missing_key() -> None:
     node = GRAPH["database"]
     assert node.outputs is not None
-    placeholder = placeholder_outputs(node, get_settings(environment="dev"))
-    raw = {
-        name: OutputValue(_plain(getattr(placeholder, name)), secret=name == "password")
-        for name in node.outputs.model_fields
-    }
+    raw = _values(DATABASE)
     assert parse_outputs(node, raw).model_dump().keys() == node.outputs.model_fields.keys()
     del raw["host"]
     with pytest.raises(MissingOutputError) as info:
         parse_outputs(node, raw)
     assert info.value.stack == "database"
     assert "database" in str(info.value) and "host" in str(info.value)
+
+
+def test_a_program_whose_arguments_refuse_an_unknown_is_named_with_what_to_do() -> None:
+    """A stack added with plain `str` arguments for another stack's outputs: its preview against
+    an upstream not deployed yet fails naming the stack, the argument and the type to use."""
+    from pydantic import BaseModel
+
+    from stackflow.errors import PermanentStackError
+    from stackflow.graph import Upstream
+
+    class Args(BaseModel):
+        vpc_id: str
+
+    def inputs(_: Any, up: Upstream) -> Args:
+        return Args(vpc_id=up["networking"].vpc_id)
+
+    graph = StackGraph(
+        [
+            GRAPH["networking"],
+            Node("audit", NodeKind.STACK, "a", ("networking",), Args, inputs, program=dict),
+        ],
+        check=False,
+    )
+    settings = get_settings(environment="dev")
+    unknown = project_outputs(GRAPH["networking"], settings, {}, {}).outputs
+    with pytest.raises(PermanentStackError) as info:
+        graph.spec("audit", settings, {"networking": unknown})
+    text = str(info.value)
+    assert "dev/audit" in text and "(vpc_id)" in text and "networking" in text
+    assert "| Unknown" in text
+    _, args = graph.spec(
+        "audit", settings, {"networking": parse_outputs(GRAPH["networking"], _values(NETWORKING))}
+    )
+    assert args.vpc_id == "vpc-1"  # type: ignore[attr-defined]

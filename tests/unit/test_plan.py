@@ -43,6 +43,43 @@ def test_a_re_preview_may_resolve_values_but_not_change_more() -> None:
     assert not replace.allows(change("delete"))
 
 
+def test_a_re_preview_resolves_only_what_the_plan_did_not_know() -> None:
+    """Values an upstream stack's update decides ("known after apply" in the plan) may resolve to
+    anything, down to the keys inside them; a value the plan showed must stay that value."""
+    unknown = "(known after apply)"
+
+    def prop(name: str, new: object) -> PropertyChange:
+        return PropertyChange(name, "update", False, None, new)
+
+    def one(*props: PropertyChange) -> ResourceChange:
+        return ResourceChange(URN, "aws:ecs/service:Service", "app", "update", props)
+
+    plan = app_plan(
+        one(
+            prop("networkConfiguration.subnets", ["s-a", "s-b", unknown]),
+            prop("desiredCount", 2),
+            prop("containerDefinitions", unknown),
+        )
+    )
+    resolved = prop("networkConfiguration.subnets", ["s-a", "s-b", "s-c"])
+    assert plan.allows(one(resolved, prop("desiredCount", 2)))
+    assert plan.allows(one(prop("containerDefinitions[0].environment[0].value", "3307")))
+    assert not plan.allows(one(prop("desiredCount", 3)))  # shown as 2
+    assert not plan.allows(one(prop("networkConfiguration.subnets", ["s-x", "s-b", "s-c"])))
+    assert not plan.allows(one(prop("networkConfiguration.subnets", ["s-a", "s-b"])))
+    assert not plan.allows(one(prop("desiredCount.inner", 1)))  # inside a value it showed
+
+    def made(kind: str, *props: PropertyChange) -> ResourceChange:
+        return ResourceChange(URN, "aws:iam/role:Role", "role", kind, props)
+
+    # a new resource's generated name differs from one preview to the next: not held to values
+    created = app_plan(made("create", prop("name", "role-1a2b")))
+    assert created.allows(made("create", prop("name", "role-9f8e"), prop("path", "/")))
+    replaced = app_plan(made("replace", prop("name", "role-1a2b"), prop("defs", unknown)))
+    assert replaced.allows(made("replace", prop("name", "role-9f8e"), prop("defs[0].x", 1)))
+    assert not replaced.allows(made("replace", prop("path", "/")))  # a property it did not name
+
+
 def migrations(*pending: PendingMigration) -> MigrationPlanReport:
     return MigrationPlanReport("127.0.0.9:3306/app", list(pending), 3, True)
 

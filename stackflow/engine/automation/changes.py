@@ -1,14 +1,14 @@
 """What the engine's events say, in stackflow's words: change counts, resource progress, and
-per-resource property changes with secrets masked and unknowns named."""
+per-resource property changes (values: `properties`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from pulumi.automation.events import EngineEvent, OpMap, StepEventMetadata
 
+from stackflow.engine.automation.properties import moved, property_change, shown, value_at
 from stackflow.engine.base import (
     ChangeCounts,
     Operation,
@@ -17,7 +17,7 @@ from stackflow.engine.base import (
     ResourceEvent,
     StackSpec,
 )
-from stackflow.redact import MASK, Redactor
+from stackflow.redact import Redactor
 
 _CHANGE = {
     "create": "create",
@@ -85,47 +85,12 @@ def resource_event(
     )
 
 
-_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire value for "known after apply"
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's signature key of a secret value
-_PATH_PART = re.compile(r'([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
-
-
-def _at(values: Mapping[str, Any] | None, path: str) -> Any:
-    """The value at a Pulumi property path ("tags.Name", "ingress[0].cidrBlocks") or None."""
-    current: Any = values or {}
-    for name, index, quoted in _PATH_PART.findall(path):
-        if index:
-            if not isinstance(current, list) or int(index) >= len(current):
-                return None
-            current = current[int(index)]
-        else:
-            if not isinstance(current, Mapping):
-                return None
-            current = current.get(quoted or name)
-    return current
-
-
-def _shown(value: Any, redactor: Redactor, limit: int = 120) -> Any:
-    """A property value as a preview may show it: secrets masked, unknowns named, long cut."""
-    if isinstance(value, Mapping) and _SECRET_SIG in value:
-        return MASK
-    if value == _UNKNOWN:
-        return "(known after apply)"
-    if isinstance(value, Mapping):
-        return {k: _shown(v, redactor, limit) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shown(v, redactor, limit) for v in value]
-    if isinstance(value, str):
-        text = redactor(value)
-        return text if len(text) <= limit else text[: limit - 1] + "…"
-    return value
-
-
 def resource_change(metadata: StepEventMetadata, redactor: Redactor) -> ResourceChange | None:
     """What one engine step changes, property by property (None for a step that changes nothing).
 
     Property names come from the provider's detailed diff (Pulumi's `diffs` when it has none);
-    old and new values are the step's inputs, with secrets masked.
+    old and new values are the step's inputs, with secrets masked. A create names every input it
+    sets (what it is known from, or "known after apply").
     """
     op = str(getattr(metadata.op, "value", metadata.op))
     change = _CHANGE.get(op, op)
@@ -135,21 +100,35 @@ def resource_change(metadata: StepEventMetadata, redactor: Redactor) -> Resource
     new = metadata.new.inputs if metadata.new is not None else None
     forcing = set(metadata.keys or [])
     properties: list[PropertyChange] = []
-    if change in ("update", "replace"):
+    if change == "create":
+        properties = [
+            PropertyChange(name=key, kind="add", new=shown(value, redactor))
+            for key, value in sorted((new or {}).items())
+            if not key.startswith("__")  # the provider's bookkeeping (pulumi-aws's __defaults)
+        ]
+    elif change in ("update", "replace"):
         detailed = metadata.detailed_diff or {}
         names = list(detailed) or list(metadata.diffs or [])
         for name in names:
             diff = detailed.get(name)
             kind = str(getattr(diff.diff_kind, "value", "update")) if diff else "update"
-            properties.append(
-                PropertyChange(
-                    name=name,
-                    kind=kind.removesuffix("-replace"),
-                    forces_replacement=kind.endswith("-replace") or name in forcing,
-                    old=_shown(_at(old, name), redactor),
-                    new=_shown(_at(new, name), redactor),
-                )
+            forces = kind.endswith("-replace") or name in forcing
+            # down to the leaves that differ: the item of a list, the key in a JSON document
+            leaves = list(moved(name, value_at(old, name), value_at(new, name)))
+            properties.extend(
+                property_change(path, before, after, redactor, forces)
+                for path, before, after in leaves
             )
+            if not leaves:  # the provider says it differs where the inputs look alike
+                properties.append(
+                    PropertyChange(
+                        name=name,
+                        kind=kind.removesuffix("-replace"),
+                        forces_replacement=forces,
+                        old=shown(value_at(old, name, None), redactor),
+                        new=shown(value_at(new, name, None), redactor),
+                    )
+                )
     return ResourceChange(
         urn=metadata.urn,
         type=metadata.type,

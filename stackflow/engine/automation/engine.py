@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 import pulumi.automation as auto
 from pulumi.automation.events import EngineEvent
 
-from stackflow.engine.automation.changes import counts, resource_change, resource_event
+from stackflow.engine.automation.changes import counts
 from stackflow.engine.automation.command import RunningCommands
 from stackflow.engine.automation.failures import stale_lock_advice
 from stackflow.engine.automation.known import KnownStack
+from stackflow.engine.automation.observer import StepObserver
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.stackstate import exported_state, read_state
@@ -32,7 +33,6 @@ from stackflow.engine.base import (
     Operation,
     OperationResult,
     OutputValue,
-    ResourceChange,
     StackSpec,
     StackState,
     Stopwatch,
@@ -193,23 +193,12 @@ class AutomationEngine:
             self.ws.passphrase,
         )
 
-        planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps, one change
+        observer = StepObserver(spec, operation, listener)
         stack.expect()
 
         def on_event(event: EngineEvent) -> None:
             stack.observe(event, operation)  # its summary answers the SDK's `info()`: no process
-            converted = resource_event(event, spec, operation)
-            if converted is not None:
-                listener.event(converted)
-            if event.resource_pre_event is not None and operation in (
-                Operation.PREVIEW,
-                Operation.UP,
-            ):
-                change = resource_change(event.resource_pre_event.metadata, listener.redactor)
-                if change is not None and (
-                    change.urn not in planned or change.properties
-                ):  # the create-replacement step carries the diff; delete-replaced does not
-                    planned[change.urn] = change
+            observer(event)
 
         def on_output(line: str) -> None:
             listener.line(scrub_plan_violation(line))  # a plan violation prints secret values
@@ -240,7 +229,7 @@ class AutomationEngine:
             else:
                 changes = counts(stack.destroy(**common).summary.resource_changes)
         if operation in (Operation.REFRESH, Operation.DRIFT):
-            outputs = self.ws.outputs(stack.outputs(), listener)
+            outputs = self.ws.outputs(stack.outputs(), listener)  # the redactor learns secrets
         with self._guard:
             self._lock_conflicts.pop(spec.label, None)
             self._cancelled.discard(spec.label)
@@ -256,7 +245,12 @@ class AutomationEngine:
             outputs=outputs,
             duration_s=watch.elapsed,
             engine=self.name,
-            resource_changes=tuple(planned.values()),
+            resource_changes=(
+                observer.drift()
+                if operation is Operation.DRIFT
+                else tuple(observer.planned.values())
+            ),
+            projected=observer.projected,
         )
 
     def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
