@@ -4,8 +4,6 @@ the same time, and their outcomes collected in graph order."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
 from stackflow.environments import records_of
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
-from stackflow.graph import NodeKind, StackGraph, bare_spec
+from stackflow.graph import NodeKind, StackGraph
 from stackflow.migrations.errors import MigrationPlanChanged
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
@@ -86,11 +84,6 @@ def walk_graph(
     """
     graph, settings = ctx.graph, ctx.settings
     policy = stack_policy(settings.stack_retries, settings.retry_delay_s)
-    if operation is Operation.UP:
-        waiting = [
-            n for n in graph.stacks if n in nodes and set(graph.upstream_stacks(n)) & set(nodes)
-        ]
-        prepare_ahead(ctx, waiting)
     futures: dict[str, PrefectFuture[StackOutcome]] = {}
     known: dict[str, StackOutcome] = {}
     forward = operation is not Operation.DESTROY
@@ -179,23 +172,6 @@ def walk_graph(
     if ctx.progress.cancelled:
         walk.interrupted = True
     return walk
-
-
-def prepare_ahead(ctx: RunContext, names: list[str]) -> None:
-    """Create the stacks that wait for upstream ones, and set their config, while those run: the
-    part of their operation that needs no upstream output. Only stacks the backend does not hold
-    yet (an existing stack with its config set needs nothing, and a run that skips it must not
-    build the engine). Best effort, in threads of their own: whatever fails here, the stack's own
-    operation meets again and reports."""
-
-    def prepare(name: str) -> None:
-        spec = bare_spec(ctx.settings, name)
-        with contextlib.suppress(Exception):  # met again, and reported, by the operation
-            if ctx.engine.state(spec) is None:
-                ctx.engine.prepare(spec)
-
-    for name in names:
-        threading.Thread(target=prepare, args=(name,), name=f"prepare-{name}", daemon=True).start()
 
 
 def describe(exc: BaseException) -> str:

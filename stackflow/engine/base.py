@@ -309,11 +309,6 @@ class Engine(Protocol):
         not serve (UnservedTypes), not only the first; nothing is created."""
         ...
 
-    def prepare(self, spec: StackSpec) -> None:
-        """Create or open the stack and set its config ahead of its operation (what needs no
-        upstream output), so the operation finds both done."""
-        ...
-
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
         """The stack's outputs from its last update ({} if it was never deployed)."""
         ...

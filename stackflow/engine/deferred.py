@@ -94,9 +94,6 @@ class DeferredEngine:
     def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
         return self.engine().survey(spec, listener)
 
-    def prepare(self, spec: StackSpec) -> None:
-        self.engine().prepare(spec)
-
     def outputs(self, spec: StackSpec) -> dict[str, OutputValue]:
         return self.engine().outputs(spec)
 

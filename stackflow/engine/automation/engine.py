@@ -260,16 +260,6 @@ class AutomationEngine:
             UnservedTypes: naming each of them; nothing was created. Otherwise as `run`."""
         return survey_preview(self, spec, listener)
 
-    def prepare(self, spec: StackSpec) -> None:
-        """Create or open the stack and set its config now, ahead of its operation (while its
-        upstream stacks run): the part that needs no upstream output. Idempotent: the operation
-        then finds both done.
-
-        Raises:
-            EngineUnavailable, TransientStackError, PermanentStackError: as `run`.
-        """
-        self._call(spec, self.ws.redactor, lambda: self._open(spec))
-
     def _open(self, spec: StackSpec) -> KnownStack:
         """The stack, created if missing, with its config set (one caller at a time per stack)."""
         with self._guard:
