@@ -273,6 +273,14 @@ _NETWORK = _Rule(
     ),
     types=(ConnectionError, TimeoutError),
 )
+# Several `pulumi` processes opening a new PostgreSQL backend at once race on creating its table:
+# all but one fail on the unique key (SQLSTATE 23505); the table exists by then, so a retry works.
+_BACKEND_SETUP = _Rule(
+    "backend-setup",
+    True,
+    "another process was creating the PostgreSQL backend's table at the same moment",
+    markers=("failed to create table pulumi_state",),
+)
 # An `up` under a saved update plan met something the plan does not allow; Pulumi's three
 # phrasings (pkg/resource/deploy: a resource's inputs, dependencies or options; a step of another
 # kind; a planned step that never came). Resources before it in the update were applied.
@@ -315,6 +323,7 @@ _CHECKS: tuple[Callable[[BaseException, str], Diagnosis | None], ...] = (
     _AWS_NO_CREDENTIALS,
     _CONFIG,
     _PROGRAM,
+    _BACKEND_SETUP,
     _NETWORK,
 )
 

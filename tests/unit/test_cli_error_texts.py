@@ -329,3 +329,16 @@ def test_a_moto_refusal_in_the_plugins_shape_classifies_on_its_code() -> None:
     diagnosis = diagnose(cli_error(f"    error: {text}"))
     assert (diagnosis.category, diagnosis.transient) == ("aws-unavailable", True)
     assert "ServiceUnavailable on RDS CreateDBInstance" in diagnosis.reason
+
+
+def test_a_race_creating_a_new_postgres_backend_s_table_is_transient() -> None:
+    """Two `pulumi` processes opening a brand-new PostgreSQL backend at once: the one that loses
+    the race on its table's unique key is retried (the table exists by then), never failed."""
+    from stackflow.engine.classify import diagnose
+
+    text = (
+        "error: failed to create table pulumi_state: ERROR: duplicate key value violates unique "
+        'constraint "pg_type_typname_nsp_index" (SQLSTATE 23505)'
+    )
+    found = diagnose(RuntimeError(text))
+    assert (found.category, found.transient) == ("backend-setup", True)
