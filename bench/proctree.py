@@ -1,0 +1,312 @@
+"""CPU time and memory of every process a benchmark involves, read from /proc by a sampler thread.
+
+A tree is a named root process (the flow process, the Prefect server, the PostgreSQL postmaster,
+the local cloud server) and everything below it. How the figures are made:
+
+- Every `period_s` the sampler lists /proc. A process it has not placed yet has its
+  /proc/<pid>/stat read once (parent, start time) and joins the tree its parent is in. For every
+  process of a tree it keeps the last values seen: its own CPU (utime + stime) and the CPU of the
+  children it waited for (cutime + cstime), and its memory (/proc/<pid>/statm).
+- A tree's CPU over the measurement is the sum, over the tree's live processes, of own + waited-for
+  children's CPU at the end, minus the same sum at the start. That is exact for every process a
+  parent waits for (Python's subprocess, Go's os/exec and the postmaster all do), however short it
+  lived: its CPU lands in its parent's children fields when it is reaped. For a root that is reaped
+  by the caller (the flow process), the caller passes the exact figure from wait4's rusage
+  (`set_total`).
+- A kind's CPU (pulumi, aws plugin, MariaDB...) is the sum of its processes' own CPU at their last
+  sample: a lower bound (a process that lives less than a period may never be seen, and each loses
+  up to a period at its end). What a tree's total has beyond its kinds is reported under the tree's
+  `residual` kind.
+- Memory per tree, at each sample: the anonymous RSS of its processes summed (resident - shared,
+  from statm) plus the largest shared RSS of one of them (the binaries, libraries and shared
+  memory that all of them map are counted once); the peak over the samples. A root's own peak is
+  its VmHWM.
+
+A pid is placed once: a pid that left the listing is forgotten, so a recycled pid (the kernel hands
+pids out in turn, so one comes back only after the counter wraps, never within a period) is a new
+process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PERIOD_S = 0.2
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def read_stat(pid: int) -> tuple[int, int, float, float] | None:
+    """(parent pid, start time in ticks, own CPU s, waited-for children's CPU s), or None if gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # fields[0] is field 3 of proc(5): ppid 4, utime 14, stime 15, cutime 16, cstime 17, start 22
+    own = (int(fields[11]) + int(fields[12])) * _TICK_S
+    children = (int(fields[13]) + int(fields[14])) * _TICK_S
+    return int(fields[1]), int(fields[19]), own, children
+
+
+def read_statm(pid: int) -> tuple[int, int]:
+    """(anonymous RSS, shared RSS) in KiB; (0, 0) if gone."""
+    try:
+        values = Path(f"/proc/{pid}/statm").read_text().split()
+        resident, shared = int(values[1]), int(values[2])
+    except (OSError, IndexError, ValueError):
+        return 0, 0
+    return (resident - shared) * _PAGE_KB, shared * _PAGE_KB
+
+
+def read_hwm_kb(pid: int) -> int:
+    """VmHWM (peak RSS) in KiB; 0 if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+@dataclass
+class Tree:
+    """One root and how its processes are named.
+
+    Attributes:
+        root: the root's pid.
+        classify: the kind of a process of this tree from its command line (and whether it is
+            the root).
+        residual: the kind its CPU beyond its processes' sampled own CPU is reported under.
+    """
+
+    root: int
+    classify: Callable[[str, bool], str]
+    residual: str
+    total_s: float | None = None  # exact total given by the caller (wait4), if any
+    peak_kb: int = 0
+    root_hwm_kb: int = 0
+
+
+@dataclass
+class _Proc:
+    tree: str
+    kind: str
+    base: float  # own + children CPU at the start (0 for a process born since)
+    base_own: float
+    own: float = 0.0
+    children: float = 0.0
+    rss_kb: int = 0
+
+
+@dataclass
+class TreeReport:
+    """What one measurement found, per tree and per kind (seconds, MiB)."""
+
+    cpu_s: dict[str, float]
+    cpu_by_kind_s: dict[str, float]
+    peak_mb: dict[str, float]
+    root_peak_mb: dict[str, float]
+    largest_mb_by_kind: dict[str, float]
+    seen: dict[str, int]
+    samples: int
+    sampler_cpu_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cpu_s": _rounded(self.cpu_s, 2),
+            "cpu_by_kind_s": _rounded(self.cpu_by_kind_s, 2),
+            "peak_rss_mb": _rounded(self.peak_mb, 1),
+            "root_peak_rss_mb": _rounded(self.root_peak_mb, 1),
+            "largest_process_rss_mb_by_kind": _rounded(self.largest_mb_by_kind, 1),
+            "processes_seen": dict(sorted(self.seen.items())),
+            "samples": self.samples,
+            "sampler_cpu_s": round(self.sampler_cpu_s, 2),
+        }
+
+
+def _rounded(values: Mapping[str, float], digits: int) -> dict[str, float]:
+    return {k: round(v, digits) for k, v in sorted(values.items(), key=lambda kv: -kv[1])}
+
+
+class ProcessTrees:
+    """Samples the named trees every `period_s` from /proc in a thread (see the module's text).
+
+    Use as a context manager: entering takes the start sample, leaving the last one.
+    """
+
+    def __init__(self, trees: Mapping[str, Tree], period_s: float = PERIOD_S) -> None:
+        self.trees = dict(trees)
+        self.period_s = period_s
+        self._procs: dict[int, _Proc] = {}  # live, by pid
+        self._gone: list[_Proc] = []  # those that left /proc, with their last values
+        self._outside: set[int] = set()
+        self._samples = 0
+        self._sampler_cpu = 0.0
+        self._started = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="proctree-sampler", daemon=True)
+
+    def add(self, name: str, tree: Tree) -> None:
+        """A tree whose root started after the start sample (its CPU counts from its birth)."""
+        with self._lock:
+            self.trees[name] = tree
+            self._outside.discard(tree.root)
+
+    def set_total(self, name: str, cpu_s: float) -> None:
+        """The tree's exact CPU (the rusage wait4 gave for a root the caller reaped)."""
+        self.trees[name].total_s = cpu_s
+
+    def __enter__(self) -> ProcessTrees:
+        self.sample()
+        self._started = True
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            began = time.thread_time()
+            self.sample()
+            self._sampler_cpu += time.thread_time() - began
+
+    def _place(self, pid: int, stat: tuple[int, int, float, float]) -> _Proc | None:
+        ppid = stat[0]
+        for name, tree in self.trees.items():
+            if pid == tree.root:
+                return self._new(name, tree, pid, True, stat)
+        parent = self._procs.get(ppid)
+        if parent is None:
+            return None
+        return self._new(parent.tree, self.trees[parent.tree], pid, False, stat)
+
+    def _new(
+        self, name: str, tree: Tree, pid: int, root: bool, stat: tuple[int, int, float, float]
+    ) -> _Proc:
+        born_since = self._started  # alive at the start sample: only what it uses later counts
+        base_own = 0.0 if born_since else stat[2]
+        base = 0.0 if born_since else stat[2] + stat[3]
+        return _Proc(name, tree.classify(cmdline(pid), root), base, base_own)
+
+    def sample(self) -> None:
+        """One look at /proc: place new processes, update every tree process's last values."""
+        with self._lock:
+            listed = {int(e) for e in os.listdir("/proc") if e.isdigit()}
+            for pid in [p for p in self._procs if p not in listed]:
+                self._gone.append(self._procs.pop(pid))
+            self._outside &= listed
+            stats = {
+                pid: s
+                for pid in sorted(listed - self._outside - self._procs.keys())
+                if (s := read_stat(pid)) is not None
+            }
+            placed = True
+            while placed:  # a child listed before its parent is placed on the next pass
+                placed = False
+                for pid in [p for p in stats if p not in self._procs]:
+                    proc = self._place(pid, stats[pid])
+                    if proc is not None:
+                        self._procs[pid] = proc
+                        placed = True
+            self._outside |= stats.keys() - self._procs.keys()
+            anon = dict.fromkeys(self.trees, 0)
+            shared = dict.fromkeys(self.trees, 0)
+            for pid, proc in list(self._procs.items()):
+                stat = stats.get(pid) or read_stat(pid)
+                if stat is None:
+                    self._gone.append(self._procs.pop(pid))
+                    continue
+                proc.own, proc.children = stat[2], stat[3]
+                proc_anon, proc_shared = read_statm(pid)
+                proc.rss_kb = max(proc.rss_kb, proc_anon + proc_shared)
+                anon[proc.tree] += proc_anon
+                shared[proc.tree] = max(shared[proc.tree], proc_shared)
+            for name, tree in self.trees.items():
+                tree.root_hwm_kb = max(tree.root_hwm_kb, read_hwm_kb(tree.root))
+                tree.peak_kb = max(tree.peak_kb, anon[name] + shared[name])
+            self._samples += 1
+
+    def report(self) -> TreeReport:
+        """Per tree and per kind, once the block has ended."""
+        cpu: dict[str, float] = {}
+        kinds: dict[str, float] = {}
+        seen: dict[str, int] = {}
+        largest: dict[str, float] = {}
+        for name, tree in self.trees.items():
+            live = [p for p in self._procs.values() if p.tree == name]
+            procs = live + [p for p in self._gone if p.tree == name]
+            end = sum(p.own + p.children for p in live)
+            start = sum(p.base for p in procs)
+            sampled = 0.0
+            for p in procs:
+                kinds[p.kind] = kinds.get(p.kind, 0.0) + p.own - p.base_own
+                sampled += p.own - p.base_own
+                seen[p.kind] = seen.get(p.kind, 0) + 1
+                largest[p.kind] = max(largest.get(p.kind, 0.0), p.rss_kb / 1024)
+            # a root already reaped takes its children fields along: then the sampled sum is
+            # the better (lower-bound) figure
+            total = tree.total_s if tree.total_s is not None else max(end - start, sampled)
+            cpu[name] = total
+            kinds[tree.residual] = kinds.get(tree.residual, 0.0) + max(0.0, total - sampled)
+        return TreeReport(
+            cpu_s=cpu,
+            cpu_by_kind_s={k: v for k, v in kinds.items() if v > 0.005},
+            peak_mb={n: t.peak_kb / 1024 for n, t in self.trees.items()},
+            root_peak_mb={n: t.root_hwm_kb / 1024 for n, t in self.trees.items()},
+            largest_mb_by_kind=largest,
+            seen=seen,
+            samples=self._samples,
+            sampler_cpu_s=self._sampler_cpu,
+        )
+
+
+def flow_kind(command: str, root: bool) -> str:
+    """A process of the flow process's tree: the flow process, `pulumi`, a provider plugin."""
+    if root:
+        return "flow process"
+    argv0 = os.path.basename(command.split(" ", 1)[0])
+    if argv0 == "pulumi":
+        return "pulumi"
+    for plugin in ("aws", "random"):
+        if f"stackflow.localcloud.plugin {plugin}" in command or f"pulumi-resource-{plugin}" in (
+            command
+        ):
+            return f"{plugin} plugin"
+    return f"flow tree: {argv0 or 'unnamed'}"
+
+
+def cloud_kind(command: str, root: bool) -> str:
+    """A process of the local cloud's tree: its server (moto) or a MariaDB of its data plane."""
+    argv0 = os.path.basename(command.split(" ", 1)[0])
+    if not root and ("mariadb" in argv0 or "mysql" in argv0):
+        return "MariaDB"
+    return "local cloud server (moto)"
+
+
+def one_kind(kind: str) -> Callable[[str, bool], str]:
+    """Every process of the tree is `kind` (the Prefect server, PostgreSQL)."""
+
+    def classify(_command: str, _root: bool) -> str:
+        return kind
+
+    return classify
