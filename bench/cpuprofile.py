@@ -75,7 +75,7 @@ def thread_group(name: str) -> str:
 class CpuProfile:
     """CPU-weighted stack samples of every thread of this process (see the module's text)."""
 
-    def __init__(self, period_s: float = 0.1) -> None:
+    def __init__(self, period_s: float = 0.2) -> None:
         self.period_s = period_s
         self.self_s: dict[str, float] = {}
         self.cumulative_s: dict[str, float] = {}

@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,13 @@ def read_hwm_kb(pid: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (every CPU, any process), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) * _TICK_S
 
 
 def cmdline(pid: int) -> str:
@@ -125,7 +132,7 @@ class TreeReport:
     seen: dict[str, int]
     samples: int
     sampler_cpu_s: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    machine_cpu_s: float  # every process of the machine, ours or not, over the block
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +144,7 @@ class TreeReport:
             "processes_seen": dict(sorted(self.seen.items())),
             "samples": self.samples,
             "sampler_cpu_s": round(self.sampler_cpu_s, 2),
+            "machine_cpu_s": round(self.machine_cpu_s, 1),
         }
 
 
@@ -159,6 +167,7 @@ class ProcessTrees:
         self._samples = 0
         self._sampler_cpu = 0.0
         self._started = False
+        self._machine = [0.0, 0.0]  # busy CPU of the machine at the start and the end
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="proctree-sampler", daemon=True)
@@ -174,6 +183,7 @@ class ProcessTrees:
         self.trees[name].total_s = cpu_s
 
     def __enter__(self) -> ProcessTrees:
+        self._machine[0] = machine_busy_s()
         self.sample()
         self._started = True
         self._thread.start()
@@ -183,6 +193,7 @@ class ProcessTrees:
         self._stop.set()
         self._thread.join()
         self.sample()
+        self._machine[1] = machine_busy_s()
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -277,6 +288,7 @@ class ProcessTrees:
             seen=seen,
             samples=self._samples,
             sampler_cpu_s=self._sampler_cpu,
+            machine_cpu_s=self._machine[1] - self._machine[0],
         )
 
 
