@@ -72,6 +72,7 @@ from stackflow.postgres.urls import (
     pulumi_backend_url,
 )
 from stackflow.processes import free_port
+from stackflow.pulumi_cli import find_cli
 from stackflow.state import StateLayout
 
 SIZES = (1, 4, 16, 32)
@@ -113,6 +114,7 @@ def servers(folder: Path, database: str) -> Iterator[Servers]:
                 create_database(pg, name)
             database_url = prefect_database_url(pg)
             backend = pulumi_backend_url(pg)  # the records: the `stackflow` database beside it
+            open_backend(backend, folder / "backend-init")
             auth = auth_string(folder / "prefect-server")
             extra = {
                 "STACKFLOW_BACKEND_URL": backend,
@@ -141,6 +143,29 @@ def servers(folder: Path, database: str) -> Iterator[Servers]:
             project,
         )
         yield Servers(s, trees, s.env(state, **extra), backend)
+
+
+def open_backend(backend_url: str, folder: Path) -> None:
+    """Have the Pulumi CLI open a new backend once (it creates its table), as a team's first
+    deploy ever did: `pulumi` processes opening a brand-new PostgreSQL backend at the same moment
+    race on its CREATE TABLE, and all but one fail ("failed to create table pulumi_state: pq:
+    duplicate key value violates unique constraint", not retried): found by this benchmark at
+    N = 2, a first-use failure, not what N environments at once cost."""
+    cli = find_cli()
+    if cli is None:
+        raise RuntimeError("no Pulumi CLI: run `bash scripts/setup.sh` first")
+    home = folder / "home"
+    home.mkdir(parents=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env |= {"PULUMI_BACKEND_URL": backend_url, "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    subprocess.run(
+        [str(cli), "stack", "ls", "--all"],
+        cwd=home,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def resource_graph(backend_url: str, environment: str) -> dict[str, list[dict[str, Any]]]:
