@@ -7,7 +7,9 @@ servers). This samples instead: every `period_s` it reads each Python thread's C
 the Python stack the thread is in now (`sys._current_frames`). The process's CPU beyond its Python
 threads' (threads of C libraries such as gRPC's, and threads that ended between two looks) is
 charged to one line of its own, so the figures add up to the process's CPU since `start`.
-Statistical, CPU-weighted; its own thread is in the figures under its name.
+Statistical, CPU-weighted; its own thread is in the figures under its name. `by_self` charges the
+innermost frame; `by_cumulative` every frame of our code and the libraries' on the stack (not the
+standard library's, which is on every stack: threads, event loops, imports).
 
     profile = CpuProfile().start()
     ...
@@ -56,7 +58,13 @@ def package_of(filename: str) -> str:
         return filename[len(_ROOT) + 1 :].split("/", 1)[0].removesuffix(".py")
     if filename.startswith(_STDLIB):
         return "stdlib"
+    if filename.startswith("<frozen importlib"):
+        return "importlib (imports while running)"
     return filename
+
+
+def _plumbing(filename: str) -> bool:
+    return filename.startswith((_STDLIB, "<frozen "))
 
 
 def _where(frame: FrameType) -> str:
@@ -141,7 +149,9 @@ class CpuProfile:
             walk: FrameType | None = frame
             while walk is not None:
                 where = _where(walk)
-                if where not in seen and not where.startswith("Thread."):  # every thread has them
+                # the cumulative view names our code and the libraries', not the plumbing that
+                # is on every stack (threads, event loops, the import machinery)
+                if where not in seen and not _plumbing(walk.f_code.co_filename):
                     seen.add(where)
                     _add(self.cumulative_s, where, used)
                 walk = walk.f_back

@@ -14,9 +14,11 @@ the local cloud server) and everything below it. How the figures are made:
   by the caller (the flow process), the caller passes the exact figure from wait4's rusage
   (`set_total`).
 - A kind's CPU (pulumi, aws plugin, MariaDB...) is the sum of its processes' own CPU at their last
-  sample: a lower bound (a process that lives less than a period may never be seen, and each loses
-  up to a period at its end). What a tree's total has beyond its kinds is reported under the tree's
-  `residual` kind.
+  sample, plus each one's tail: what it used after its last sample, read from how much its
+  parent's children fields grew when it was reaped (shared by own CPU when several children of one
+  parent ended in the same period). A process that lived less than a period and was never seen,
+  or whose parent ended in the same period, is not attributed: what a tree's total has beyond its
+  kinds is reported under the tree's `residual` kind.
 - Memory per tree, at each sample: the anonymous RSS of its processes summed (resident - shared,
   from statm) plus the largest shared RSS of one of them (the binaries, libraries and shared
   memory that all of them map are counted once); the peak over the samples. A root's own peak is
@@ -115,8 +117,10 @@ class _Proc:
     kind: str
     base: float  # own + children CPU at the start (0 for a process born since)
     base_own: float
+    ppid: int
     own: float = 0.0
     children: float = 0.0
+    tail: float = 0.0  # its CPU after its last sample, from its parent's children fields
     rss_kb: int = 0
 
 
@@ -217,14 +221,14 @@ class ProcessTrees:
         born_since = self._started  # alive at the start sample: only what it uses later counts
         base_own = 0.0 if born_since else stat[2]
         base = 0.0 if born_since else stat[2] + stat[3]
-        return _Proc(name, tree.classify(cmdline(pid), root), base, base_own)
+        kind = tree.classify(cmdline(pid), root)
+        return _Proc(name, kind, base, base_own, stat[0], own=stat[2], children=stat[3])
 
     def sample(self) -> None:
         """One look at /proc: place new processes, update every tree process's last values."""
         with self._lock:
             listed = {int(e) for e in os.listdir("/proc") if e.isdigit()}
-            for pid in [p for p in self._procs if p not in listed]:
-                self._gone.append(self._procs.pop(pid))
+            ended = [self._procs.pop(pid) for pid in list(self._procs) if pid not in listed]
             self._outside &= listed
             stats = {
                 pid: s
@@ -242,16 +246,20 @@ class ProcessTrees:
             self._outside |= stats.keys() - self._procs.keys()
             anon = dict.fromkeys(self.trees, 0)
             shared = dict.fromkeys(self.trees, 0)
+            reaped: dict[int, float] = {}  # parent pid -> growth of its children fields
             for pid, proc in list(self._procs.items()):
                 stat = stats.get(pid) or read_stat(pid)
                 if stat is None:
-                    self._gone.append(self._procs.pop(pid))
+                    ended.append(self._procs.pop(pid))
                     continue
+                reaped[pid] = stat[3] - proc.children
                 proc.own, proc.children = stat[2], stat[3]
                 proc_anon, proc_shared = read_statm(pid)
                 proc.rss_kb = max(proc.rss_kb, proc_anon + proc_shared)
                 anon[proc.tree] += proc_anon
                 shared[proc.tree] = max(shared[proc.tree], proc_shared)
+            _share_tails(ended, reaped)
+            self._gone += ended
             for name, tree in self.trees.items():
                 tree.root_hwm_kb = max(tree.root_hwm_kb, read_hwm_kb(tree.root))
                 tree.peak_kb = max(tree.peak_kb, anon[name] + shared[name])
@@ -270,8 +278,8 @@ class ProcessTrees:
             start = sum(p.base for p in procs)
             sampled = 0.0
             for p in procs:
-                kinds[p.kind] = kinds.get(p.kind, 0.0) + p.own - p.base_own
-                sampled += p.own - p.base_own
+                kinds[p.kind] = kinds.get(p.kind, 0.0) + p.own + p.tail - p.base_own
+                sampled += p.own + p.tail - p.base_own
                 seen[p.kind] = seen.get(p.kind, 0) + 1
                 largest[p.kind] = max(largest.get(p.kind, 0.0), p.rss_kb / 1024)
             # a root already reaped takes its children fields along: then the sampled sum is
@@ -290,6 +298,24 @@ class ProcessTrees:
             sampler_cpu_s=self._sampler_cpu,
             machine_cpu_s=self._machine[1] - self._machine[0],
         )
+
+
+def _share_tails(ended: list[_Proc], reaped: Mapping[int, float]) -> None:
+    """Give the processes that ended since the last sample the CPU they used after it: what
+    their parent's children fields grew by beyond their last-seen totals, shared by their own CPU
+    (one child: all of it). Children never seen at all stay in the tree's residual when their
+    parent reaped no seen child in the same period."""
+    by_parent: dict[int, list[_Proc]] = {}
+    for proc in ended:
+        by_parent.setdefault(proc.ppid, []).append(proc)
+    for ppid, kids in by_parent.items():
+        tail = reaped.get(ppid, 0.0) - sum(k.own + k.children for k in kids)
+        if tail <= 0:
+            continue
+        weight = sum(k.own - k.base_own for k in kids)
+        for kid in kids:
+            share = (kid.own - kid.base_own) / weight if weight > 0 else 1 / len(kids)
+            kid.tail += tail * share
 
 
 def flow_kind(command: str, root: bool) -> str:
