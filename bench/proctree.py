@@ -117,11 +117,14 @@ class _Proc:
     kind: str
     base: float  # own + children CPU at the start (0 for a process born since)
     base_own: float
+    pid: int
     ppid: int
     own: float = 0.0
     children: float = 0.0
     tail: float = 0.0  # its CPU after its last sample, from its parent's children fields
     rss_kb: int = 0
+    command: str = ""
+    named: bool = True  # False while it shows its parent's command line (forked, not yet exec'd)
 
 
 @dataclass
@@ -221,8 +224,24 @@ class ProcessTrees:
         born_since = self._started  # alive at the start sample: only what it uses later counts
         base_own = 0.0 if born_since else stat[2]
         base = 0.0 if born_since else stat[2] + stat[3]
-        kind = tree.classify(cmdline(pid), root)
-        return _Proc(name, kind, base, base_own, stat[0], own=stat[2], children=stat[3])
+        proc = _Proc(name, tree.residual, base, base_own, pid, stat[0], stat[2], stat[3])
+        if root:
+            proc.command = cmdline(pid)
+            proc.kind = tree.classify(proc.command, True)
+        else:
+            self._name(proc)
+        return proc
+
+    def _name(self, proc: _Proc) -> None:
+        """Name a process once it has exec'd: a fork shows its parent's command line until then
+        (a zombie none), so until it shows its own, it is asked again at every sample."""
+        command = cmdline(proc.pid)
+        parent = self._procs.get(proc.ppid)
+        if command and (parent is None or command != parent.command):
+            proc.command, proc.named = command, True
+            proc.kind = self.trees[proc.tree].classify(command, False)
+        else:
+            proc.named = False
 
     def sample(self) -> None:
         """One look at /proc: place new processes, update every tree process's last values."""
@@ -254,6 +273,8 @@ class ProcessTrees:
                     continue
                 reaped[pid] = stat[3] - proc.children
                 proc.own, proc.children = stat[2], stat[3]
+                if not proc.named:
+                    self._name(proc)
                 proc_anon, proc_shared = read_statm(pid)
                 proc.rss_kb = max(proc.rss_kb, proc_anon + proc_shared)
                 anon[proc.tree] += proc_anon
@@ -282,9 +303,11 @@ class ProcessTrees:
                 sampled += p.own + p.tail - p.base_own
                 seen[p.kind] = seen.get(p.kind, 0) + 1
                 largest[p.kind] = max(largest.get(p.kind, 0.0), p.rss_kb / 1024)
-            # a root already reaped takes its children fields along: then the sampled sum is
-            # the better (lower-bound) figure
-            total = tree.total_s if tree.total_s is not None else max(end - start, sampled)
+            total = end - start
+            if tree.total_s is not None:
+                total = tree.total_s
+            elif tree.root not in self._procs:  # reaped: its children fields went with it, so
+                total = max(total, sampled)  # the sampled sum is the better (lower) bound
             cpu[name] = total
             kinds[tree.residual] = kinds.get(tree.residual, 0.0) + max(0.0, total - sampled)
         return TreeReport(
@@ -302,14 +325,20 @@ class ProcessTrees:
 
 def _share_tails(ended: list[_Proc], reaped: Mapping[int, float]) -> None:
     """Give the processes that ended since the last sample the CPU they used after it: what
-    their parent's children fields grew by beyond their last-seen totals, shared by their own CPU
-    (one child: all of it). Children never seen at all stay in the tree's residual when their
+    their parent's children fields grew by beyond the last-seen totals of them and of their own
+    children that ended with them (a pulumi process and its plugins end together), shared by own
+    CPU (one child: all of it). Children never seen at all stay in the tree's residual when their
     parent reaped no seen child in the same period."""
     by_parent: dict[int, list[_Proc]] = {}
     for proc in ended:
         by_parent.setdefault(proc.ppid, []).append(proc)
+
+    def seen_total(proc: _Proc) -> float:  # its last-seen CPU and that of what ended below it
+        below = by_parent.get(proc.pid, [])
+        return proc.own + proc.children + sum(seen_total(kid) for kid in below)
+
     for ppid, kids in by_parent.items():
-        tail = reaped.get(ppid, 0.0) - sum(k.own + k.children for k in kids)
+        tail = reaped.get(ppid, 0.0) - sum(seen_total(k) for k in kids)
         if tail <= 0:
             continue
         weight = sum(k.own - k.base_own for k in kids)

@@ -68,6 +68,40 @@ def test_a_server_tree_counts_children_that_lived_between_samples(bench: Any) ->
     assert report.machine_cpu_s >= report.cpu_s["server"] - 0.05  # the machine ran it too
 
 
+def test_a_child_and_its_own_child_that_end_together_are_counted_once(bench: Any) -> None:
+    proctree = bench("proctree")
+    # like a pulumi process and its plugin: both burn, then the child ends the grandchild, reaps
+    # it and exits, both in the same sampling period
+    grandchild = BURN.format(0.3) + "time.sleep(60)\n"
+    child = (
+        "import subprocess, sys\n"
+        f"plugin = subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
+        + BURN.format(0.6)
+        + "plugin.kill()\nplugin.wait()\n"
+    )
+    code = (
+        "import subprocess, sys, time\nsys.stdin.readline()\n"
+        f"subprocess.run([sys.executable, '-c', {child!r}])\n"
+        "print('done', flush=True)\ntime.sleep(60)\n"
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        tree = proctree.Tree(server.pid, proctree.flow_kind, "not seen")
+        with proctree.ProcessTrees({"t": tree}, period_s=0.2) as trees:
+            assert server.stdin is not None and server.stdout is not None
+            server.stdin.write("go\n")
+            server.stdin.flush()
+            assert server.stdout.readline().strip() == "done"
+        report = trees.report()
+    finally:
+        server.kill()
+        server.wait()
+    assert report.cpu_s["t"] >= 0.6
+    assert sum(report.cpu_by_kind_s.values()) == pytest.approx(report.cpu_s["t"], abs=0.03)
+
+
 def test_a_reaped_root_takes_the_total_the_caller_gives(bench: Any) -> None:
     proctree = bench("proctree")
     with proctree.ProcessTrees({}) as trees:
