@@ -21,7 +21,7 @@ KINDS = (
     "flow process",
     "flow tree: not seen by the sampler",
 )
-PROFILE_TOP = 10
+PROFILE_TOP = 8
 
 
 def summary_row(
@@ -190,11 +190,12 @@ def markdown(section: Mapping[str, Any]) -> str:
     if largest:
         n = largest[0]["environments"]
         lines += ["", f"Where the CPU went at N = {n}:", "", *cpu_by_kind(largest)]
-        for run in largest:
-            where = DATABASES.get(run["database"], run["database"])
-            tables = profile_tables(run)
-            if tables:
-                lines += ["", f"The flow process's own CPU at N = {n} on {where}:", "", *tables]
+        # the target's database (results.json keeps every run's profile)
+        run = next((r for r in largest if r["database"] == "postgres"), largest[0])
+        where = DATABASES.get(run["database"], run["database"])
+        tables = profile_tables(run)
+        if tables:
+            lines += ["", f"The flow process's own CPU at N = {n} on {where}:", "", *tables]
     return "\n".join(lines)
 
 

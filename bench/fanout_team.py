@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import secrets
@@ -171,8 +172,6 @@ def open_backend(backend_url: str, folder: Path) -> None:
 def resource_graph(backend_url: str, environment: str) -> dict[str, list[dict[str, Any]]]:
     """Each of the environment's stacks' resources (type, dependencies) as its checkpoint in the
     backend records them: what `benchkit.critical_path_s` reads."""
-    import gzip
-
     prefix = ".pulumi/stacks/"
     blobs = open_blobs(backend_url)
     try:

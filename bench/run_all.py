@@ -17,10 +17,10 @@ One benchmark at a time, each in its own process, output in /tmp/stackflow-bench
   stack, peak memory and CPU, and the task overhead; stops both servers and the cloud's databases;
 - migrations (bench/migrations.py): 200 migrations on a MariaDB of its own (stackflow/localdb.py).
 
-The fan-out on SQLite beside PostgreSQL (N = 1, 4, 16, 32 environments at once) is a run of its own,
-`bench/fanout_team.py` (~35 min on 2 quiet cores): it keeps its figures under the key `fanout_team`
-of bench/results.json, which a full run here leaves in place, and --markdown prints its tables
-after the main one.
+The fan-out on SQLite beside PostgreSQL (N = 1, 4, 16, 32 environments at once) is a run of its
+own, `bench/fanout_team.py` (~20-25 min on 2 quiet cores): it keeps its figures under the key
+`fanout_team` of bench/results.json, which a full run here leaves in place, and --markdown prints
+its tables after the main one.
 
 A full run replaces bench/results.json: the figures, each beside its baseline and the command that
 made it, the run's versions, cores, load average at start and end, and its total time.
