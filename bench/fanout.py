@@ -8,12 +8,16 @@ number of environments one after another (bench/compare.py runs both).
 
 Settings (state folder, local cloud, Prefect server) come from the environment of the caller.
 
-    .venv/bin/python bench/fanout.py ours-b1 ours-b2 [--concurrency 8] [--out FILE]
+    .venv/bin/python bench/fanout.py ours-b1 ours-b2 [--concurrency 8] [--out FILE] [--profile]
+
+--profile (with --out) adds where this process's own CPU went, by Python function and thread
+(bench/cpuprofile.py: CPU-weighted stack samples of every thread), up to its exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import re
 import time
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import prefect.client.base as client_base
+from cpuprofile import CpuProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,12 +129,26 @@ def run_fanout(environments: Sequence[str], concurrency: int) -> list[dict[str, 
     return summaries
 
 
+def add_profile(profile: CpuProfile, out: Path) -> None:
+    """Stop the profile and add it to the figures in `out`."""
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result["profile"] = profile.stop()
+    out.write_text(json.dumps(result))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("environments", nargs="+")
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
     parser.add_argument("--out", type=Path, help="write the figures here (JSON)")
+    parser.add_argument(
+        "--profile", action="store_true", help="also sample where this process's CPU goes"
+    )
     args = parser.parse_args(argv)
+    if args.profile and args.out is not None:
+        # registered before Prefect registers its own exit handlers, so it runs after them: the
+        # profile covers the queues Prefect drains at exit too
+        atexit.register(add_profile, CpuProfile().start(), args.out)
     count_client_retries()
     load_provider_modules()
     started, cpu_started = time.perf_counter(), time.process_time()

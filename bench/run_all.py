@@ -17,6 +17,11 @@ One benchmark at a time, each in its own process, output in /tmp/stackflow-bench
   stack, peak memory and CPU, and the task overhead; stops both servers and the cloud's databases;
 - migrations (bench/migrations.py): 200 migrations on a MariaDB of its own (stackflow/localdb.py).
 
+The fan-out on SQLite beside PostgreSQL (N = 1, 4, 16, 32 environments at once) is a run of its
+own, `bench/fanout_team.py` (~20-25 min on 2 quiet cores): it keeps its figures under the key
+`fanout_team` of bench/results.json, which a full run here leaves in place, and --markdown prints
+its tables after the main one.
+
 A full run replaces bench/results.json: the figures, each beside its baseline and the command that
 made it, the run's versions, cores, load average at start and end, and its total time.
 """
@@ -48,6 +53,8 @@ from benchkit import (
     workdir,
     write_results,
 )
+from fanout_report import KEY as FANOUT_KEY
+from fanout_report import markdown as fanout_markdown
 from toolchain import figures as toolchain_figures
 
 EVERY = ("toolchain", "compare", "migrations")
@@ -113,7 +120,10 @@ def readme_section(results: dict[str, Any]) -> str:
         f"Latest run: {results.get('timestamp')}, {results.get('cores')} cores, {load}; "
         f"{versions}. `{results.get('command')}` took {results.get('bench_wall_s', 0):.0f} s."
     )
-    return head + "\n\n" + markdown_table(results)
+    section = head + "\n\n" + markdown_table(results)
+    if FANOUT_KEY in results:  # bench/fanout_team.py's own run, with its own line
+        section += "\n\n" + fanout_markdown(results[FANOUT_KEY])
+    return section
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
             results.pop(key)  # they describe the full run the file holds
         merge_results(results)
     elif not errors:
+        earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        if FANOUT_KEY in earlier:  # bench/fanout_team.py's figures: a run of their own, kept
+            results[FANOUT_KEY] = earlier[FANOUT_KEY]
         write_results(results)
     print(table(results))
     print(
