@@ -42,23 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchkit import (
-    LOGS,
-    PYTHON,
-    REGION,
-    ROOT,
-    Session,
-    bench_project,
-    critical_path_s,
-    median,
-    merge_results,
-    run_metadata,
-    say,
-    workdir,
-)
+from benchkit import LOGS, PYTHON, REGION, ROOT, median, merge_results, run_metadata, say, workdir
 from compare import DEPLOY_LATENCY_S, ENVIRONMENT
+from critical import critical_path_s
 from fanout_report import KEY, TARGET, summary_row, text_table
 from proctree import PERIOD_S, ProcessTrees, Tree, cloud_kind, flow_kind, one_kind
+from sessions import Session, bench_project
 
 from stackflow.engine.stateblobs import open_blobs
 from stackflow.localcloud.paths import cloud_root
