@@ -99,12 +99,12 @@ class Fault(BaseModel):
 
     def answer(self) -> dict[str, str]:
         default_code, default_message = _DEFAULT_ERRORS[self.kind]
-        return {
+        answer = {
             "kind": self.kind,
             "code": self.code or default_code,
             "message": self.message or default_message,
-            "when": self.when,
         }
+        return answer | ({"when": self.when} if self.when != "before" else {})
 
 
 class KnobSpec(BaseModel):
@@ -140,7 +140,11 @@ class KnobSpec(BaseModel):
             ) from None
 
     def dump(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        data = self.model_dump(mode="json", exclude_none=True)
+        for fault in data.get("faults", []):  # the default is not said: a spec reads as written
+            if fault.get("when") == "before":
+                del fault["when"]
+        return data
 
 
 @dataclass(frozen=True)

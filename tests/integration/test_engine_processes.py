@@ -154,8 +154,10 @@ def test_a_secret_config_value_is_set_on_every_operation_and_a_changed_plain_one
     stack = engine().ws.stack(moved, create=False)
     assert stack is not None
     engine().ws.set_config(stack, moved)
-    assert commands == ["config set-all"]
+    # the changed plain value is set, and the key the spec no longer has is taken out
+    assert commands == ["config set-all", "config rm-all"]
     assert stack.get_config("aws:region").value == "x"
+    assert "known-probe:api_key" not in stack.get_all_config()
     engine().run(Operation.DESTROY, spec, Listener())
 
 

@@ -6,6 +6,12 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pulumi.automation as auto
+
+    from stackflow.engine.base import StackSpec
 
 
 def stored_config(work_dir: Path, stack_name: str) -> dict[str, object]:
@@ -21,10 +27,11 @@ def stored_config(work_dir: Path, stack_name: str) -> dict[str, object]:
     return {str(k): v for k, v in config.items()} if isinstance(config, dict) else {}
 
 
-def forget_cached_salt(work_dir: Path, stack_name: str) -> bool:
+def forget_cached_salt(work_dir: Path, stack_name: str, current: str | None = None) -> bool:
     """Drop the passphrase salt a workspace's `Pulumi.<stack>.yaml` keeps for a stack, so the CLI
     takes the one in the stack's checkpoint (PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER) and saves
-    it there again.
+    it there again. With `current` (the checkpoint's salt), only a copy that differs from it is
+    dropped: a file that agrees is left as it is.
 
     The salt in that file is a copy: after the team's passphrase was rotated or the stack moved to
     another backend, a worker's old copy would fail every operation with "incorrect passphrase"
@@ -40,10 +47,34 @@ def forget_cached_salt(work_dir: Path, stack_name: str) -> bool:
         lines = path.read_text().splitlines(keepends=True)
     except FileNotFoundError:
         return False
-    kept = [line for line in lines if not line.startswith("encryptionsalt:")]
-    if len(kept) == len(lines):
+    cached = [line for line in lines if line.startswith("encryptionsalt:")]
+    if not cached or (current is not None and cached[0].split(":", 1)[1].strip() == current):
         return False
+    kept = [line for line in lines if not line.startswith("encryptionsalt:")]
     staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     staging.write_text("".join(kept))
     os.replace(staging, path)
     return True
+
+
+def apply_config(
+    stack: auto.Stack, spec: StackSpec, wanted: dict[str, auto.ConfigValue], work_dir: Path
+) -> None:
+    """Make the stack's config `wanted`: every value set, and the keys it no longer has removed (a
+    value taken out of a rehearsed project's stack file must not linger). Nothing runs when the
+    stack file already holds exactly these plain values; a secret value is always set (the file
+    holds it encrypted: equality cannot be seen there)."""
+    stored = stored_config(work_dir, spec.environment)
+
+    def full(key: str) -> str:  # the file names a project's own key with its project
+        return key if ":" in key else f"{spec.pulumi_project}:{key}"
+
+    asked = {full(key) for key in wanted}
+    stale = [key for key in stored if key not in asked]
+    plain_and_same = not any(item.secret for item in wanted.values()) and all(
+        stored.get(full(key)) == item.value for key, item in wanted.items()
+    )
+    if not plain_and_same:
+        stack.set_all_config(wanted)
+    if stale:
+        stack.remove_all_config(stale)

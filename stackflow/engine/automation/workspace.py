@@ -18,9 +18,10 @@ from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
 from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
-from stackflow.engine.automation.stackfile import forget_cached_salt, stored_config
+from stackflow.engine.automation.stackfile import apply_config, forget_cached_salt
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
 from stackflow.engine.checkpoints import CheckpointReader
+from stackflow.engine.pulumisecrets import passphrase_salt
 from stackflow.engine.sealed import open_outputs
 from stackflow.errors import StackflowError
 from stackflow.redact import Redactor
@@ -222,7 +223,7 @@ class Workspaces:
                 return cached
             name = self.stack_name(spec)
             if self.secrets_provider == "passphrase":
-                forget_cached_salt(self.work_dir(spec), name)
+                forget_cached_salt(self.work_dir(spec), name, self._checkpoint_salt(spec))
             exists = self._exists(spec)
             opened: auto.Stack
             if exists:
@@ -291,6 +292,16 @@ class Workspaces:
             return None
         return found is not None
 
+    def _checkpoint_salt(self, spec: StackSpec) -> str | None:
+        """The passphrase salt the stack's checkpoint names (None: none, or not readable here)."""
+        if not self.reads_checkpoints:
+            return None
+        try:
+            found = self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
+        except StackflowError:
+            return None
+        return passphrase_salt(found.secrets_provider) if found is not None else None
+
     def short_name(self, spec: StackSpec) -> str:
         """The stack's name within its project (what the backend files it under)."""
         return self.stack_name(spec).rsplit("/", 1)[-1]
@@ -331,20 +342,8 @@ class Workspaces:
             self._plugins_ready = True
 
     def set_config(self, stack: auto.Stack, spec: StackSpec) -> None:
-        """Make the stack's config the spec's: every value set, and the keys the spec no longer has
-        removed (a value taken out of a rehearsed project's stack file must not linger). Nothing
-        runs when the workspace's Pulumi.<stack>.yaml already holds exactly these plain values; a
-        secret value is always set (the file holds it encrypted: equality cannot be seen there)."""
-        wanted = self.config(spec)
-        stored = stored_config(self.work_dir(spec), spec.environment)
-        stale = [key for key in stored if key not in wanted]
-        plain_and_same = not any(item.secret for item in wanted.values()) and all(
-            stored.get(key) == item.value for key, item in wanted.items()
-        )
-        if not plain_and_same:
-            stack.set_all_config(wanted)
-        if stale:
-            stack.remove_all_config(stale)
+        """Make the stack's config the spec's (see `stackfile.apply_config`)."""
+        apply_config(stack, spec, self.config(spec), self.work_dir(spec))
 
     @staticmethod
     def config(spec: StackSpec) -> dict[str, auto.ConfigValue]:
