@@ -4,8 +4,9 @@ resource reads exactly as it was created (no drift from reformatting or reorderi
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -19,6 +20,17 @@ if TYPE_CHECKING:
 def error_code(exc: ClientError) -> str:
     """AWS's error code of a refusal, e.g. "ClusterNotFoundException"."""
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+@contextlib.contextmanager
+def unless_gone(gone: Collection[str]) -> Iterator[None]:
+    """Inside, AWS's "it is not there" (one of the codes in `gone`) is no error: a delete of what
+    is gone already has nothing left to do."""
+    try:
+        yield
+    except ClientError as exc:
+        if error_code(exc) not in gone:
+            raise
 
 
 def error_message(exc: ClientError) -> str:

@@ -17,6 +17,7 @@ from stackflow.localcloud.resources._shared import (
     refuse_unserved,
     tag_changes,
     tag_outputs,
+    unless_gone,
 )
 
 if TYPE_CHECKING:
@@ -123,12 +124,9 @@ def _update(
 
 
 def _delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
+    with unless_gone(_GONE):
         # Images left in it: RepositoryNotEmptyException, in AWS's words (unless forceDelete).
         _ecr(ctx).delete_repository(repositoryName=id, force=bool(state.get("forceDelete")))
-    except ClientError as exc:
-        if error_code(exc) not in _GONE:
-            raise
 
 
 def _policy_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
@@ -160,11 +158,8 @@ def _policy_update(
 
 
 def _policy_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
+    with unless_gone(_GONE):
         _ecr(ctx).delete_lifecycle_policy(repositoryName=id)
-    except ClientError as exc:
-        if error_code(exc) not in _GONE:
-            raise
 
 
 def register(aws: Registry) -> None:

@@ -23,6 +23,7 @@ from stackflow.localcloud.resources._shared import (
     same_members,
     tag_changes,
     tag_outputs,
+    unless_gone,
 )
 
 if TYPE_CHECKING:
@@ -122,10 +123,8 @@ def _subnet_group_update(
 
 def _subnet_group_delete(ctx: CloudContext, id: str, state: Props) -> None:
     try:
-        _cache(ctx).delete_cache_subnet_group(CacheSubnetGroupName=id)
-    except ClientError as exc:
-        if error_code(exc) not in _GONE:
-            raise
+        with unless_gone(_GONE):
+            _cache(ctx).delete_cache_subnet_group(CacheSubnetGroupName=id)
     except ResponseParserError as exc:
         # moto 5.2.5 lacks DeleteCacheSubnetGroup (it answers a 500 page): the group stays.
         if "500 Internal Server Error" not in str(exc):
@@ -255,11 +254,8 @@ def _group_update(
 
 
 def _group_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
+    with unless_gone(_GONE):
         _cache(ctx).delete_replication_group(ReplicationGroupId=id)
-    except ClientError as exc:
-        if error_code(exc) not in _GONE:
-            raise
 
 
 # --- cluster --------------------------------------------------------------------------------
@@ -372,11 +368,8 @@ def _cluster_update(
 
 
 def _cluster_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
+    with unless_gone(_GONE):
         _cache(ctx).delete_cache_cluster(CacheClusterId=id)
-    except ClientError as exc:
-        if error_code(exc) not in _GONE:
-            raise
 
 
 def register(aws: Registry) -> None:

@@ -18,6 +18,7 @@ from stackflow.localcloud.resources._shared import (
     same_members,
     tag_changes,
     tag_outputs,
+    unless_gone,
 )
 
 if TYPE_CHECKING:
@@ -200,11 +201,8 @@ def _update(
 def _delete(ctx: CloudContext, id: str, state: Props) -> None:
     if state.get("skipDestroy"):
         return
-    try:
+    with unless_gone(_GONE):
         _lambda(ctx).delete_function(FunctionName=id)
-    except ClientError as exc:
-        if error_code(exc) not in _GONE:
-            raise
 
 
 def register(aws: Registry) -> None:
