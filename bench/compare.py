@@ -77,7 +77,7 @@ ENVIRONMENT: dict[str, Any] = {"network": {"nat_gateway": True}}
 RUN_PY = "flows/run.py"
 PLAIN = "bench/plain_automation.py"
 TRACED = "bench/traced.py"
-FIRST_DEPLOYS = ("a", "c", "d", "e")  # environment suffixes of the first deploys (b: the fan-out)
+FIRST_DEPLOYS = ("a", "c", "d", "e", "f")  # environment suffixes of first deploys (b: the fan-out)
 _FLOW_WALL = re.compile(r"engine operations: (\d+); wall time ([\d.]+)s")
 
 
@@ -189,9 +189,9 @@ def measure(
     s: Session,
     folder: Path,
     envs: int = 2,
-    noop_runs: int = 3,
-    first_runs: int = 2,
-    refresh_runs: int = 3,
+    noop_runs: int = 5,
+    first_runs: int = 5,
+    refresh_runs: int = 5,
 ) -> dict[str, Any]:
     """Every figure; both sides on the session's servers."""
     sides = Sides(s, folder)
@@ -314,15 +314,15 @@ def _short(latency: Mapping[str, float]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=2, help="environments in the fan-out")
-    parser.add_argument("--noop-runs", type=int, default=3, help="no-op `up` runs per side")
+    parser.add_argument("--noop-runs", type=int, default=5, help="no-op `up` runs per side")
     parser.add_argument(
         "--first-runs",
         type=int,
-        default=2,
+        default=5,
         choices=range(1, len(FIRST_DEPLOYS) + 1),
         help="first deploys of one environment per side",
     )
-    parser.add_argument("--refresh-runs", type=int, default=3, help="refreshes per side")
+    parser.add_argument("--refresh-runs", type=int, default=5, help="refreshes per side")
     parser.add_argument("--out", type=Path, help="write results here instead of bench/results.json")
     args = parser.parse_args(argv)
     LOGS.mkdir(exist_ok=True)

@@ -115,11 +115,12 @@ def figures_of(m: Measured, latencies: str, read_s: float) -> dict[str, Any]:
     ours_first = f"first up of one environment, latencies {latencies}"
     figures: dict[str, Any] = {
         "deploy_wall_s": figure(
-            f"first deploy of one environment: wall time (median of {first_runs})",
+            f"first deploy of one environment: wall time (median of {first_runs} alternating pairs)",
             _wall(first_ours),
             _wall(first_plain),
             "s",
-            vs + " (and ours-c · plain-c)",
+            vs + " (and ours-c · plain-c, ...)",
+            note=_spread(first_ours, first_plain),
         ),
         "critical_path_s": figure(
             "  critical path of the injected latencies (same for both)", cp, cp, "s", ours_first
@@ -164,6 +165,7 @@ def figures_of(m: Measured, latencies: str, read_s: float) -> dict[str, Any]:
             round(median([r.wall_s for r in noop_plain]), 2),
             "s",
             vs,
+            note=f"ours {min(r.wall_s for r in noop_ours):.2f}-{max(r.wall_s for r in noop_ours):.2f} s",
         ),
         "noop_up_inner_s": figure(
             "  of which the flow / the script's loop",
@@ -186,6 +188,7 @@ def figures_of(m: Measured, latencies: str, read_s: float) -> dict[str, Any]:
             _wall(refresh_plain),
             "s",
             "`flows/run.py refresh --env ours-a` · `plain_automation.py refresh --env plain-a`",
+            note=_spread(refresh_ours, refresh_plain),
         ),
         "changed_stack_wall_s": figure(
             "one changed stack (app's desired count), `up` of the environment (median of 2)",
@@ -194,6 +197,7 @@ def figures_of(m: Measured, latencies: str, read_s: float) -> dict[str, Any]:
             "s",
             vs + " with `desired_count = 2` under [app] in each one's environment file, then "
             "without",
+            note=_spread(changed_ours, changed_plain),
         ),
         "changed_stack_engine_calls": figure(
             "  engine operations in it",
@@ -260,3 +264,15 @@ def figures_of(m: Measured, latencies: str, read_s: float) -> dict[str, Any]:
     )
     figures.update(process_figures(m))
     return figures
+
+
+def _spread(ours: list[Any], plain: list[Any]) -> str:
+    """Each alternating pair's ratio, lowest to highest: how much one run's figure may move."""
+    ratios = sorted(a.wall_s / b.wall_s for a, b in zip(ours, plain, strict=True) if b.wall_s)
+    if not ratios:
+        return ""
+    return (
+        f"pair ratios {ratios[0]:.2f}-{ratios[-1]:.2f} ("
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + ")"
+    )

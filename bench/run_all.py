@@ -59,7 +59,7 @@ from toolchain import figures as toolchain_figures
 
 EVERY = ("toolchain", "compare", "migrations")
 MIGRATION_KEYS = ("migrations_apply_200_s", "migrations_noop_ms")
-TIMEOUT_S = {"toolchain": 1200, "compare": 1800, "migrations": 300}
+TIMEOUT_S = {"toolchain": 1200, "compare": 3600, "migrations": 300}
 
 
 def run_child(name: str, argv: list[str], out: Path | None) -> dict[str, Any]:
