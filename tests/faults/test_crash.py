@@ -169,3 +169,50 @@ def test_a_prefect_server_lost_mid_run_is_named_and_its_slots_free_when_it_is_ba
         assert code == 0, again.read_text()[-3000:]
     finally:
         stop_prefect_server(server.pid)
+
+
+def test_cancel_in_prefect_stops_a_command_line_run_cleanly_on_the_local_cloud(
+    fault_env: FaultEnv, tmp_path: Path
+) -> None:
+    """Local cloud: a command-line `up` (every resource operation slowed to 0.5 s) is cancelled
+    the way the UI's Cancel button does it, by setting its flow run CANCELLING. The command
+    says so, Pulumi finishes the operations in flight and releases its lock, nothing new starts
+    (the database never runs), the flow run ends Cancelled, the exit code is 130, and the next
+    `up` completes."""
+    import uuid
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.client.schemas.objects import State, StateType
+
+    env, state_dir = fault_env.environment, fault_env.state_dir
+    set_knobs(fault_env.cloud.url, {"latency_s": {f"env:{env}": 0.5}})
+    tag = f"cancel-test-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "cancelled.log"
+    run = fault_env.start(
+        "up", "--env", env, "--stacks", "networking,database", "--tag", tag, log=log
+    )
+    wait_until(lambda: started(state_dir, env, "networking"), 120, "the update to start")
+    with get_client(sync_client=True) as client:
+        [flow_run] = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag]))
+        )
+        client.set_flow_run_state(
+            flow_run.id,
+            State(type=StateType.CANCELLING, message="cancelled by the test"),
+            force=True,
+        )
+        code = run.wait(timeout=300)
+        out = log.read_text()
+        ended = client.read_flow_run(flow_run.id).state
+    assert code == 130, out[-3000:]
+    assert "cancelled in Prefect: cancelling the running operations" in out, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert ended is not None and ended.type is StateType.CANCELLED, ended
+    assert lock_files(state_dir, env, "networking") == []
+    assert update_history(state_dir, env, "database") == []  # nothing started after the cancel
+    set_knobs(fault_env.cloud.url, {})
+    again = fault_env.start(
+        "up", "--env", env, "--stacks", "networking", log=tmp_path / "again.log"
+    )
+    assert again.wait(timeout=300) == 0, (tmp_path / "again.log").read_text()[-3000:]
