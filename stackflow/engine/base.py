@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from stackflow.redact import MASK, Redactor
 
 if TYPE_CHECKING:
-    from stackflow.engine.pending import Recovery
+    from stackflow.engine.pending.report import Recovery
 
 ProgramFn = Callable[[], Mapping[str, Any]]
 """A Pulumi program: declares resources when called and returns its exports (name -> Output)."""

@@ -29,13 +29,13 @@ from types import TracebackType
 from typing import Any
 
 from stackflow.engine.base import StackState
+from stackflow.engine.envelope import is_secret
 from stackflow.engine.stateblobs import Blob, StateBackendUnavailable, StateBlobs, open_blobs
 from stackflow.errors import PermanentStackError, StackflowError, TransientStackError
 from stackflow.redact import Redactor
 
 STACKS = ".pulumi/stacks"
 LOCKS = ".pulumi/locks/organization"
-SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's signature key of a secret value
 _VARIANTS = (".json", ".json.gz", ".json.zst")
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -46,11 +46,6 @@ _SCHEMAS = (0, 1, 2, 3, 4)
 
 class CheckpointError(StackflowError, ValueError):
     """What the backend holds for a stack is not a checkpoint this reader can read."""
-
-
-def is_secret(value: Any) -> bool:
-    """Whether a stored output value is a secret (Pulumi's signature key marks it)."""
-    return isinstance(value, Mapping) and SECRET_SIG in value
 
 
 @dataclass(frozen=True)

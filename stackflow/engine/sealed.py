@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stackflow.engine.base import INTERNAL_OUTPUT, OutputValue
-from stackflow.engine.checkpoints import is_secret
+from stackflow.engine.envelope import is_secret
 from stackflow.secretbox import StampSeal
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from stackflow.backends import backend_kind, mask_url
 from stackflow.engine.base import INTERNAL_OUTPUT
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
+from stackflow.engine.envelope import SECRET_SIG
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
 from stackflow.localcloud.paths import cloud_root
 from stackflow.records import ABSENT, RecordConflict, Records, open_records
@@ -40,7 +41,6 @@ from stackflow.teamops import TeamOpsRefused
 
 SOURCE_PASSPHRASE = "STACKFLOW_FROM_STATE_PASSPHRASE"
 MOVED = "moved"  # records: moved/<project>/<stack> -> {from, manifest_time, moved_at}
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ def reseal_stamp(deployment: Mapping[str, Any], old: str, new: str) -> str:
 def count_secrets(value: Any) -> int:
     """How many secret values a deployment holds."""
     if isinstance(value, Mapping):
-        if _SECRET_SIG in value:
+        if SECRET_SIG in value:
             return 1
         return sum(count_secrets(v) for v in value.values())
     if isinstance(value, list):

@@ -258,7 +258,9 @@ class AutomationEngine:
 
         Raises:
             UnservedTypes: naming each of them; nothing was created. Otherwise as `run`."""
-        return survey_preview(self, spec, listener)
+        return survey_preview(
+            self.ws, spec, listener, lambda: self.run(Operation.PREVIEW, spec, listener)
+        )
 
     def _open(self, spec: StackSpec) -> KnownStack:
         """The stack, created if missing, with its config set (one caller at a time per stack)."""

@@ -18,9 +18,9 @@ from stackflow.engine.base import (
     ResourceChange,
     StackSpec,
 )
+from stackflow.engine.envelope import SECRET_SIG
 
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"  # the resource whose outputs are the stack's outputs
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's signature key of a secret value
 
 
 class StepObserver:
@@ -69,6 +69,6 @@ class StepObserver:
 
 def _projected(value: Any) -> OutputValue:
     """A stack output as a preview's event carries it; a secret's value is not shown there."""
-    if isinstance(value, dict) and _SECRET_SIG in value:
+    if isinstance(value, dict) and SECRET_SIG in value:
         return OutputValue(None, secret=True)
     return OutputValue(value)

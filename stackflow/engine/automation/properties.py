@@ -10,10 +10,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from stackflow.engine.base import KNOWN_AFTER_APPLY, UNKNOWN_WIRE, PropertyChange
+from stackflow.engine.envelope import SECRET_SIG
 from stackflow.redact import MASK, Redactor
 
 ABSENT: Any = object()  # a property (or key, or item) that is not there
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's signature key of a secret value
 _PATH_PART = re.compile(r'([^.\[\]"]+)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -35,7 +35,7 @@ def value_at(values: Mapping[str, Any] | None, path: str, missing: Any = ABSENT)
 
 def shown(value: Any, redactor: Redactor, limit: int = 120) -> Any:
     """A property value as a preview may show it: secrets masked, unknowns named, long cut."""
-    if isinstance(value, Mapping) and _SECRET_SIG in value:
+    if isinstance(value, Mapping) and SECRET_SIG in value:
         return MASK
     if value == UNKNOWN_WIRE:
         return KNOWN_AFTER_APPLY
@@ -94,4 +94,4 @@ def _document(value: Any) -> Any:
 
 
 def _is_map(value: Any) -> bool:
-    return isinstance(value, Mapping) and _SECRET_SIG not in value
+    return isinstance(value, Mapping) and SECRET_SIG not in value

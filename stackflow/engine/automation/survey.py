@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackflow.engine.base import Listener, Operation, OperationResult, StackSpec
+from stackflow.engine.base import Listener, OperationResult, StackSpec
 from stackflow.errors import OperationCancelled, StackError, UnservedTypes
 
 if TYPE_CHECKING:
-    from stackflow.engine.automation.engine import AutomationEngine
     from stackflow.engine.automation.workspace import Workspaces
 
 
@@ -42,25 +41,25 @@ def surveying(ws: Workspaces, spec: StackSpec) -> Iterator[Path]:
 
 
 def survey_preview(
-    engine: AutomationEngine, spec: StackSpec, listener: Listener
+    ws: Workspaces, spec: StackSpec, listener: Listener, preview: Callable[[], OperationResult]
 ) -> OperationResult:
-    """Preview `spec`; on the local cloud, as a survey (on AWS a plain preview: the real
+    """`preview()` of `spec`; on the local cloud, run as a survey (on AWS a plain preview: the real
     provider serves every type).
 
     Raises:
         UnservedTypes: naming every unserved type and function the preview met (also when the
             preview failed afterwards, on what an unserved function's empty result led to).
-        As `engine.run` otherwise.
+        As the preview otherwise.
     """
-    if not engine.ws.local:
-        return engine.run(Operation.PREVIEW, spec, listener)
+    if not ws.local:
+        return preview()
     from stackflow.localcloud.plugin.survey import FUNCTION, RESOURCE, read_survey
 
     failure: StackError | None = None
     result: OperationResult | None = None
-    with surveying(engine.ws, spec) as survey:
+    with surveying(ws, spec) as survey:
         try:
-            result = engine.run(Operation.PREVIEW, spec, listener)
+            result = preview()
         except OperationCancelled:
             raise
         except StackError as exc:

@@ -39,6 +39,7 @@ from typing import Any
 import pulumi.automation as auto
 
 from stackflow.engine.automation.command import PulumiCLI, find_pulumi_cli
+from stackflow.engine.envelope import SECRET_SIG
 from stackflow.errors import StackflowError
 from stackflow.redact import Redactor
 
@@ -260,14 +261,11 @@ class BackendSession:
         self.close()
 
 
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"
-
-
 def _plaintexts(value: Any) -> Iterator[str]:
     """Every plaintext secret in an exported deployment, and the strings inside it (for the
     redactor: an error of the CLI must not repeat one)."""
     if isinstance(value, Mapping):
-        if value.get(_SECRET_SIG) and isinstance(value.get("plaintext"), str):
+        if value.get(SECRET_SIG) and isinstance(value.get("plaintext"), str):
             yield value["plaintext"]
             try:
                 inner = json.loads(value["plaintext"])

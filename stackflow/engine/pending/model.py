@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackflow.engine.checkpoints import is_secret
+from stackflow.engine.envelope import is_secret
 
 Props = Mapping[str, Any]
 
