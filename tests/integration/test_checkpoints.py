@@ -24,7 +24,8 @@ import pytest
 
 from stackflow.engine import Listener, Operation, StackSpec
 from stackflow.engine.automation import AutomationEngine
-from stackflow.engine.checkpoints import SECRET_SIG, Checkpoint, CheckpointReader, is_secret
+from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
+from stackflow.engine.envelope import SECRET_SIG, is_secret
 from stackflow.localcloud.knobs import clear_knobs, set_knobs
 from stackflow.postgres import PostgresServer, pulumi_backend_url
 from stackflow.pulumi_cli import find_cli
