@@ -16,7 +16,7 @@ from typing import Any
 from cli.commands import cloud, graph, migrate, outputs, rehearse, server, status, team
 from cli.parser import RUN_COMMANDS, build_parser, chosen_stacks
 from cli.report import fail, report_run
-from stackflow import exits
+from stackflow import arenas, exits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     Raises:
         SystemExit: from argparse, for --help and for options that mean nothing (exit 2).
     """
+    arenas.limit()  # before anything starts a thread (stackflow/arenas.py)
     args = build_parser().parse_args(argv)
     if args.command == "graph":
         return graph.run(args)

@@ -12,6 +12,7 @@ declares the same set (`--write-prefect-yaml` regenerates it from this module).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -144,9 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         PREFECT_YAML.write_text(prefect_yaml(deployment_specs(None)))
         print(f"wrote {PREFECT_YAML}")
         return 0
+    from stackflow import arenas
     from stackflow.crashes import send_heartbeats
 
     send_heartbeats()  # runs this process starts inherit it: the zombie automation spares them
+    arenas.limit()
+    for name, value in arenas.environment().items():  # and the runs it starts: two arenas
+        os.environ.setdefault(name, value)
     from prefect import serve
 
     try:
