@@ -60,6 +60,7 @@ from toolchain import figures as toolchain_figures
 EVERY = ("toolchain", "compare", "migrations")
 MIGRATION_KEYS = ("migrations_apply_200_s", "migrations_noop_ms")
 TIMEOUT_S = {"toolchain": 1200, "compare": 3600, "migrations": 300}
+SUBSET_KEY = "subset_runs"  # `--only` runs since the full run, each with its own line
 
 
 def run_child(name: str, argv: list[str], out: Path | None) -> dict[str, Any]:
@@ -120,6 +121,13 @@ def readme_section(results: dict[str, Any]) -> str:
         f"Latest run: {results.get('timestamp')}, {results.get('cores')} cores, {load}; "
         f"{versions}. `{results.get('command')}` took {results.get('bench_wall_s', 0):.0f} s."
     )
+    for run in results.get(SUBSET_KEY, []):
+        head += (
+            f" Since then `bench/run_all.py --only {','.join(run['only'])}` ran again at "
+            f"{run['timestamp']} (load average {run['load_average_1m_at_start']} at start, "
+            f"{run['load_average_1m']} at the end, {run['bench_wall_s']:.0f} s): its rows are "
+            "that run's."
+        )
     section = head + "\n\n" + markdown_table(results)
     if FANOUT_KEY in results:  # bench/fanout_team.py's own run, with its own line
         section += "\n\n" + fanout_markdown(results[FANOUT_KEY])
@@ -185,8 +193,18 @@ def main(argv: list[str] | None = None) -> int:
         "same migrations and health check), same CLI, Pulumi home, local cloud and latencies"
     )
     if args.only:
-        for key in ("bench_wall_s", "command", "load_average_1m_at_start"):
-            results.pop(key)  # they describe the full run the file holds
+        # the file's run-wide keys describe its full run: this subset gets a line of its own
+        subset = {
+            "only": wanted,
+            "timestamp": results.pop("timestamp"),
+            "load_average_1m_at_start": results.pop("load_average_1m_at_start"),
+            "load_average_1m": results.pop("load_average_1m"),
+            "bench_wall_s": results.pop("bench_wall_s"),
+        }
+        del results["command"]
+        earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        runs = [r for r in earlier.get(SUBSET_KEY, []) if not set(r["only"]) <= set(wanted)]
+        results[SUBSET_KEY] = [*runs, subset]
         merge_results(results)
     elif not errors:
         earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
