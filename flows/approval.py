@@ -14,7 +14,6 @@ from typing import Any, Literal
 from uuid import UUID
 
 from prefect.client.schemas.objects import State
-from prefect.events import emit_event
 from prefect.exceptions import FlowPauseTimeout, NotPausedError
 from prefect.flow_runs import pause_flow_run, resume_flow_run
 from prefect.input import RunInput
@@ -23,6 +22,7 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled
 from pydantic import Field
 
+from flows.events import emit_environment_event
 from stackflow.plan import DeployPlan
 from stackflow.progress import ApprovalDecided, ApprovalRequested, ProgressHub
 
@@ -192,12 +192,4 @@ def _counts(plan: DeployPlan) -> dict[str, Any]:
 
 
 def _emit(plan: DeployPlan, event: str, payload: dict[str, Any]) -> None:
-    emit_event(
-        event=event,
-        resource={
-            "prefect.resource.id": f"stackflow.environment.{plan.environment}",
-            "prefect.resource.name": plan.environment,
-            "stackflow.environment": plan.environment,
-        },
-        payload={"target": plan.target, **payload},
-    )
+    emit_environment_event(event, plan.environment, {"target": plan.target, **payload})

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
-from prefect.events import emit_event
 from prefect.logging import get_run_logger
 
+from flows.events import emit_environment_event
 from flows.pipeline import PipelineRequest, run_pipeline
 from graph import GRAPH
 from stackflow.engine import Operation, get_engine
@@ -74,14 +74,10 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
             continue
         gitops.note_expired(records, record.name)  # a review branch's next commit brings it back
         destroyed.append(record.name)
-        emit_event(
-            event="stackflow.environment.expired",
-            resource={
-                "prefect.resource.id": f"stackflow.environment.{record.name}",
-                "prefect.resource.name": record.name,
-                "stackflow.environment": record.name,
-            },
-            payload={"ttl_hours": record.ttl_hours, "created": record.created},
+        emit_environment_event(
+            "stackflow.environment.expired",
+            record.name,
+            {"ttl_hours": record.ttl_hours, "created": record.created},
         )
     if failed:
         raise CleanupFailed(

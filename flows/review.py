@@ -12,10 +12,10 @@ from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect.events import emit_event
 from prefect.logging import get_run_logger
 
 from flows.cleanup import destroy_environment
+from flows.events import emit_environment_event
 from flows.sync import NotFollowing, SyncFailed, sync_commit, token_of
 from stackflow.environments import read as read_environment
 from stackflow.environments import records_of
@@ -45,14 +45,10 @@ def publish_review(name: str, branch: str, outcome: dict[str, Any]) -> None:
         key=f"review-{name}",
         description=f"review environment {name} of {branch}",
     )
-    emit_event(
-        event="stackflow.review.deployed",
-        resource={
-            "prefect.resource.id": f"stackflow.environment.{name}",
-            "prefect.resource.name": name,
-            "stackflow.environment": name,
-        },
-        payload={"branch": branch, "commit": outcome["commit"], "url": url, "outputs": outputs},
+    emit_environment_event(
+        "stackflow.review.deployed",
+        name,
+        {"branch": branch, "commit": outcome["commit"], "url": url, "outputs": outputs},
     )
 
 
@@ -114,15 +110,7 @@ def review_branches() -> dict[str, Any]:
                 continue
         sync.forget(records, name)
         gone.append(name)
-        emit_event(
-            event="stackflow.review.destroyed",
-            resource={
-                "prefect.resource.id": f"stackflow.environment.{name}",
-                "prefect.resource.name": name,
-                "stackflow.environment": name,
-            },
-            payload={"branch": branch},
-        )
+        emit_environment_event("stackflow.review.destroyed", name, {"branch": branch})
     if failed or clashes:
         raise ReviewFailed(
             "; ".join([*clashes, *(f"{name}: {why}" for name, why in failed.items())])

@@ -26,9 +26,9 @@ from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect.events import emit_event
 from prefect.logging import get_run_logger
 
+from flows.events import emit_environment_event
 from flows.summary import current_flow_run_id, flow_run_going
 from stackflow import exits
 from stackflow.environments import read as read_environment
@@ -316,14 +316,10 @@ def _report(settings: Settings, outcome: dict[str, Any]) -> None:
         key=f"sync-{env}",
         description=f"stackflow sync of {env} to {outcome['commit'][:12]}",
     )
-    emit_event(
-        event="stackflow.gitops.synced",
-        resource={
-            "prefect.resource.id": f"stackflow.environment.{env}",
-            "prefect.resource.name": env,
-            "stackflow.environment": env,
-        },
-        payload={
+    emit_environment_event(
+        "stackflow.gitops.synced",
+        env,
+        {
             "branch": outcome["branch"],
             "commit": outcome["commit"],
             "result": outcome.get("result"),
