@@ -1,5 +1,5 @@
 """Whether an environment was ever deployed, and whether it holds anything: read from its record
-and its stacks' checkpoints in the backend, no `pulumi` process."""
+and its stacks' checkpoints in the backend, no `pulumi` process; and the local cloud serving it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from stackflow.environments import read
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.graph import bare_spec
 from stackflow.records import Records
+from stackflow.settings import Settings
 from tasks.context import RunContext
 
 
@@ -50,3 +51,26 @@ def holds_resources(ctx: RunContext) -> bool:
         if state is not None and (state.resources > _BOOKKEEPING_RESOURCES or state.pending):
             return True
     return False
+
+
+def serve_local_cloud(settings: Settings) -> None:
+    """On the local cloud, make sure its server runs before the run starts; nothing elsewhere.
+
+    A stack's engine call starts it when needed, but a run whose stacks are all skipped makes
+    none, and its migrate and verify steps still reach the databases and load balancers the
+    local cloud serves (after `server stop`, they waited for a database nobody served). When the
+    server runs, this reads its record and checks its process: no request, no `pulumi`.
+
+    Raises:
+        CloudServerError: it could not be started (its port taken, its log's last lines).
+    """
+    if settings.cloud != "local":
+        return
+    from stackflow.localcloud.server import ensure_cloud
+
+    ensure_cloud(
+        settings.localcloud_root,
+        settings.localcloud.port,
+        region=settings.aws.region,
+        say=lambda _line: None,
+    )

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flows.deployed import ensure_known, holds_resources
+from flows.deployed import ensure_known, holds_resources, serve_local_cloud
 from flows.gate import gated_up, planners, previewed_migrations
 from flows.scope import check_scope
 from flows.summary import (
@@ -96,6 +96,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         settings.confirm_destroy(request.confirm)
     records = records_of(settings)
     check_cloud(settings, records)
+    serve_local_cloud(settings)  # before a skipped stack's downstream steps reach it
     ctx = build_context(settings, records=records)
     selected = ctx.graph.select(request.stacks)
     if op in (Operation.DRIFT, Operation.DESTROY, Operation.REFRESH):

@@ -182,6 +182,11 @@ class ProgressHub:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    @property
+    def stop_event(self) -> threading.Event:
+        """Set when the runs are interrupted: what a wait of a run's waits on (it ends at once)."""
+        return self._cancelled
+
     def reset(self) -> None:
         """Forget an earlier interruption (a new command in the same process)."""
         self._cancelled.clear()

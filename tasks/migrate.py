@@ -10,6 +10,7 @@ at once.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,11 +23,16 @@ from prefect.logging import get_run_logger
 from prefect.tasks import Task
 
 from programs.database import DatabaseOutputs
-from stackflow.errors import MissingOutputError
+from stackflow.errors import MissingOutputError, OperationCancelled
 from stackflow.migrations.apply import AppliedMigration, MigrateReport
 from stackflow.migrations.command import migrate
 from stackflow.migrations.connection import WaitAttempt
-from stackflow.migrations.errors import DatabaseUnreachable, MigrationError, TransientDatabaseError
+from stackflow.migrations.errors import (
+    DatabaseUnreachable,
+    DatabaseWaitStopped,
+    MigrationError,
+    TransientDatabaseError,
+)
 from stackflow.migrations.plan import MigrationPlanReport, offline_plan, pending_plan
 from stackflow.migrations.target import MysqlTarget
 from stackflow.plan import DeployPlan
@@ -102,6 +108,7 @@ def run_migrations(
     environment: str,
     protected: bool,
     pinned: Mapping[int, str] | None = None,
+    stop: threading.Event | None = None,
 ) -> MigrateReport:
     """Wait for the database, apply pending migrations, and publish a `migrations-<env>` artifact.
 
@@ -117,6 +124,7 @@ def run_migrations(
         pinned: version -> checksum of the pending files an approval showed (from
             `pending_plan(...).pinned`); other pending files are refused
             (`MigrationPlanChanged`), and these files' findings count as approved.
+        stop: the run's interruption: the wait for the database ends when it is set.
 
     Raises:
         TransientDatabaseError: retried by Prefect. Any MigrationError fails at once.
@@ -151,6 +159,7 @@ def run_migrations(
         pinned=pinned,
         on_attempt=on_attempt,
         on_applied=on_applied,
+        stop=stop,
     )
     if report.missing:
         logger.warning(
@@ -209,7 +218,14 @@ def migrate_step(
             settings.environment,
             settings.protected,
             pinned=plan.pinned if plan is not None else None,
+            stop=ctx.progress.stop_event,
         )
+    except DatabaseWaitStopped:
+        ctx.publish(node, NodeState.CANCELLED, detail="interrupted while waiting for the database")
+        raise OperationCancelled(
+            f"{settings.environment}/{node}",
+            "not started: the run was interrupted while it waited for the database",
+        ) from None
     except Exception as exc:
         ctx.publish(node, NodeState.FAILED, detail=ctx.redactor(str(exc)))
         raise

@@ -4,6 +4,7 @@ pending. The Prefect task (tasks/migrate.py), the `migrate` command and the benc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ def migrate(
     approved_destructive: Collection[int] = (),
     on_attempt: Callable[[WaitAttempt], None] | None = None,
     on_applied: Callable[[AppliedMigration], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> MigrateReport:
     """Load the migration files (a bad file fails before any waiting), wait until the database
     accepts connections, then apply every pending file under the schema's lock.
@@ -42,6 +44,8 @@ def migrate(
         approved_destructive: versions whose findings were approved (the CLI's option).
         on_attempt: called after each connection attempt while waiting.
         on_applied: called after each file is applied and recorded.
+        stop: set when the run is interrupted: the wait for the database ends at once
+            (`DatabaseWaitStopped`).
 
     Raises:
         MigrationFileError: a bad file or folder (before any waiting).
@@ -49,7 +53,7 @@ def migrate(
         MigrationError and TransientDatabaseError: see `apply_pending`.
     """
     migrations = load_migrations(folder or settings.dir)
-    wait_for_database(target, settings, on_attempt=on_attempt)
+    wait_for_database(target, settings, on_attempt=on_attempt, stop=stop)
     return apply_pending(
         target,
         settings,

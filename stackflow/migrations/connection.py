@@ -8,6 +8,7 @@ import ipaddress
 import math
 import random
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,6 +23,7 @@ from stackflow.migrations.errors import (
     DatabaseAuthError,
     DatabaseTLSError,
     DatabaseUnreachable,
+    DatabaseWaitStopped,
     MigrationError,
     MigrationLockTimeout,
     MigrationSQLError,
@@ -225,6 +227,7 @@ def wait_for_database(
     settings: MigrationSettings,
     *,
     on_attempt: Callable[[WaitAttempt], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Connect until the database accepts, backing off exponentially with jitter.
 
@@ -235,6 +238,8 @@ def wait_for_database(
         target: the database.
         settings: wait timeout, connect timeout, TLS.
         on_attempt: called after every attempt (for progress logs).
+        stop: set when the run is interrupted: the wait ends at once (between attempts, and
+            in the middle of a back-off).
 
     Returns:
         How many attempts it took.
@@ -242,6 +247,7 @@ def wait_for_database(
     Raises:
         DatabaseAuthError: the credentials were refused (first attempt, no retry).
         DatabaseUnreachable: no connection within settings.wait_timeout_s.
+        DatabaseWaitStopped: `stop` was set while waiting.
     """
     deadline = time.monotonic() + settings.wait_timeout_s
     delay, number = 0.25, 0
@@ -262,7 +268,13 @@ def wait_for_database(
                     f"{target.login} did not accept connections within "
                     f"{settings.wait_timeout_s:g}s ({number} attempts); last error: {exc}"
                 ) from None
-            time.sleep(sleep)
+            if stop is not None and stop.wait(sleep):
+                raise DatabaseWaitStopped(
+                    f"stopped waiting for {target.address} after {number} attempt(s): the run "
+                    "was interrupted; nothing was applied"
+                ) from None
+            if stop is None:
+                time.sleep(sleep)
             delay = min(delay * 2, 15.0)
             continue
         except Exception as exc:

@@ -81,3 +81,7 @@ class DatabaseTLSError(MigrationError):
 
 class DatabaseUnreachable(MigrationError):
     """The database did not accept connections within the wait timeout."""
+
+
+class DatabaseWaitStopped(MigrationError):
+    """The run was interrupted while it waited for the database: nothing was applied."""

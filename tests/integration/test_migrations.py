@@ -25,6 +25,7 @@ from stackflow.migrations.connection import WaitAttempt, lock_name, wait_for_dat
 from stackflow.migrations.errors import (
     DatabaseAuthError,
     DatabaseUnreachable,
+    DatabaseWaitStopped,
     MigrationChecksumError,
     MigrationFailedBefore,
     MigrationFileError,
@@ -362,6 +363,26 @@ def test_nothing_listening_gives_up_after_the_wait_timeout() -> None:
         wait_for_database(target, settings(wait_timeout_s=1.5), on_attempt=attempts.append)
     assert 1.4 <= time.monotonic() - started < 60  # waited its 1.5 s, then gave up
     assert len(attempts) >= 3 and attempts[-1].next_delay_s is None
+
+
+def test_an_interrupted_run_stops_waiting_for_the_database_in_the_middle_of_a_back_off() -> None:
+    """A run interrupted (Ctrl-C, SIGTERM, Cancel) while its migrate step waits for a database
+    that does not answer stops waiting then, not at the end of the wait timeout (an hour here:
+    without the stop, the test's own timeout ends it)."""
+    target = MysqlTarget("127.0.0.1", free_port(), "u", SecretStr("secret-pw"), "d")
+    stop = threading.Event()
+    attempts: list[WaitAttempt] = []
+
+    def on_attempt(attempt: WaitAttempt) -> None:
+        attempts.append(attempt)
+        if len(attempts) == 2:
+            stop.set()  # as the run's interruption does, from another thread
+
+    with pytest.raises(DatabaseWaitStopped, match=r"after 2 attempt\(s\): the run was interrupted"):
+        wait_for_database(target, settings(wait_timeout_s=3600), on_attempt=on_attempt, stop=stop)
+    assert len(attempts) == 2  # no attempt after the stop
+    assert attempts[-1].next_delay_s is not None  # it was in a back-off when it stopped
+    assert "secret-pw" not in repr(attempts)
 
 
 # --- the command line -------------------------------------------------------------------------
