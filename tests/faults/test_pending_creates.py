@@ -78,8 +78,12 @@ def kill_after_create(
         if victim.poll() is None:
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait(timeout=30)
-    (pending,) = pending_operations(state_dir, env, stack)
-    assert pending["type"] == "creating", pending
+    # The held create is the only one of its type. Others may have begun between the moment the
+    # state held it alone and the kill (a subnet's route table association, once the other
+    # subnets were made): they are the next run's to heal too.
+    left = pending_operations(state_dir, env, stack)
+    (pending,) = [p for p in left if p["resource"]["type"] == kind]
+    assert pending["type"] == "creating", left
     set_knobs(fault_env.cloud.url, {})
     return pending
 
