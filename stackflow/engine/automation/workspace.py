@@ -20,7 +20,7 @@ from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
 from stackflow.engine.automation.stackfile import apply_config, forget_cached_salt
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
-from stackflow.engine.checkpoints import CheckpointReader
+from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_salt
 from stackflow.engine.sealed import open_outputs
 from stackflow.errors import StackflowError
@@ -222,9 +222,11 @@ class Workspaces:
             if cached is not None:
                 return cached
             name = self.stack_name(spec)
+            readable, found = self._stored_checkpoint(spec)  # one read for both questions
             if self.secrets_provider == "passphrase":
-                forget_cached_salt(self.work_dir(spec), name, self._checkpoint_salt(spec))
-            exists = self._exists(spec)
+                salt = passphrase_salt(found.secrets_provider) if found is not None else None
+                forget_cached_salt(self.work_dir(spec), name, salt)
+            exists = (found is not None) if readable else None  # None: the CLI tells
             opened: auto.Stack
             if exists:
                 opened = KnownStack(name, self._workspace(spec))  # no `pulumi stack select`
@@ -281,26 +283,15 @@ class Workspaces:
         backend); on Pulumi Cloud the CLI is asked."""
         return not self.pulumi_cloud
 
-    def _exists(self, spec: StackSpec) -> bool | None:
-        """Whether the backend holds the stack, from its checkpoint (no process); None where that
-        cannot be read here (Pulumi Cloud, or a backend that does not answer: the CLI tells)."""
+    def _stored_checkpoint(self, spec: StackSpec) -> tuple[bool, Checkpoint | None]:
+        """(readable, the stack's checkpoint or None if the backend holds no such stack), read
+        with no process. Not readable here: Pulumi Cloud, or a backend that does not answer."""
         if not self.reads_checkpoints:
-            return None
+            return False, None
         try:
-            found = self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
+            return True, self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
         except StackflowError:
-            return None
-        return found is not None
-
-    def _checkpoint_salt(self, spec: StackSpec) -> str | None:
-        """The passphrase salt the stack's checkpoint names (None: none, or not readable here)."""
-        if not self.reads_checkpoints:
-            return None
-        try:
-            found = self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
-        except StackflowError:
-            return None
-        return passphrase_salt(found.secrets_provider) if found is not None else None
+            return False, None
 
     def short_name(self, spec: StackSpec) -> str:
         """The stack's name within its project (what the backend files it under)."""
@@ -311,12 +302,7 @@ class Workspaces:
         the checkpoint, secret ones from the seal of stackflow's stamp (`stackflow.engine.sealed`).
         None when they cannot be read so (Pulumi Cloud, no checkpoint, no passphrase to open a
         secret one, an update that was not stackflow's): the CLI answers then."""
-        if not self.reads_checkpoints:
-            return None
-        try:
-            found = self.checkpoints().checkpoint(spec.pulumi_project, self.short_name(spec))
-        except StackflowError:
-            return None
+        _, found = self._stored_checkpoint(spec)
         if found is None or found.manifest_time is None:
             return None
         opened = open_outputs(found.outputs, self.passphrase)
