@@ -35,7 +35,7 @@ from stackflow.environments import (
     record_outcome,
     records_of,
 )
-from stackflow.errors import StackflowError
+from stackflow.errors import StackflowError, StepRefused
 from stackflow.gitops.git import project_commit
 from stackflow.progress import NodeState
 from stackflow.settings import Settings, get_settings, validate_environment_name
@@ -107,6 +107,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             if guard is not None:
                 guard(settings)
     nodes = steps_of(ctx.graph, op, selected)
+    if op is Operation.UP:
+        check_steps(ctx, nodes)
     ctx.commit = project_commit(settings.project_dir)
     run_id = current_flow_run_id()
     summary = PipelineSummary(
@@ -191,6 +193,23 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()
         )
     return summary
+
+
+def check_steps(ctx: RunContext, nodes: list[str]) -> None:
+    """Each step's check of its own input (its files), before the run changes anything: a bad
+    migration file stops an `up` before any stack starts, also one that would start early.
+
+    Raises:
+        StepRefused: naming the step, then what its check said.
+    """
+    for name in nodes:
+        check = ctx.graph[name].check
+        if check is None:
+            continue
+        try:
+            check(ctx.settings)
+        except StackflowError as exc:
+            raise StepRefused(f"{name}: {exc}") from None
 
 
 @contextlib.contextmanager

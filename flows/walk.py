@@ -10,6 +10,7 @@ from typing import Any
 
 from prefect.exceptions import UpstreamTaskError
 from prefect.futures import PrefectFuture
+from prefect.utilities.annotations import quote
 
 from flows.summary import PipelineSummary
 from graph import GRAPH
@@ -28,6 +29,7 @@ from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
 from tasks.approved import Gate
 from tasks.context import RunContext, StackOutcome
+from tasks.early import UpstreamStopped
 
 
 def retry_delays(settings: Settings) -> list[float]:
@@ -111,7 +113,21 @@ def walk_graph(
             if node.kind is NodeKind.STEP:
                 futures[name] = task.submit(ctx, name, deps, plan=plan)
                 continue
-            futures[name] = task.submit(ctx, name, operation, upstream=deps, force=force, gate=gate)
+            early: dict[str, Any] = {}
+            if operation is Operation.UP and gate is None:
+                # handed on unresolved: the task may start before they end (tasks.early)
+                early = {
+                    u: deps.pop(u) for u in node.early if isinstance(deps.get(u), PrefectFuture)
+                }
+            futures[name] = task.submit(
+                ctx,
+                name,
+                operation,
+                upstream=deps,
+                force=force,
+                gate=gate,
+                **({"early": quote(early)} if early else {}),
+            )
         else:
             after = [futures[d] for d in graph.downstream(name) if d in futures]
             futures[name] = task.submit(
@@ -128,6 +144,12 @@ def walk_graph(
             reason = ctx.redactor(str(exc))
             walk.invalidated = walk.invalidated or reason
             walk.outcomes.append(StackOutcome(name, operation.value, "stopped", note=reason))
+            continue
+        except UpstreamStopped as exc:
+            # started beside an upstream node that did not complete (tasks.early)
+            walk.outcomes.append(
+                StackOutcome(name, operation.value, "stopped", note=ctx.redactor(exc.reason))
+            )
             continue
         except OperationCancelled as exc:
             walk.interrupted = True

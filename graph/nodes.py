@@ -21,7 +21,7 @@ from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
 from stackflow.graph import Node, NodeKind, StackGraph, Upstream, program_sources
 from stackflow.settings import EnvironmentKind, MysqlTarget, Settings
-from tasks.migrate import migrate_step, migration_plan
+from tasks.migrate import check_migration_files, migrate_step, migration_plan
 from tasks.stacks import stack_operation
 from tasks.verify import verify_step
 
@@ -36,6 +36,7 @@ def stack(
     upstream: tuple[str, ...] = (),
     known: Callable[[Settings], Mapping[str, Any]] | None = None,
     destroy_guard: Callable[[Settings], None] | None = None,
+    early: tuple[str, ...] = (),
 ) -> Node:
     """A Pulumi stack node, run by the stack task."""
     return Node(
@@ -50,6 +51,7 @@ def stack(
         destroy_guard=destroy_guard,
         task=stack_operation,
         sources=program_sources(program),
+        early=early,
     )
 
 
@@ -60,9 +62,12 @@ def step(
     task: Any,
     upstream: tuple[str, ...] = (),
     plan: Callable[[Any, Mapping[str, Any]], Any] | None = None,
+    check: Callable[[Settings], None] | None = None,
 ) -> Node:
     """A step the flow runs itself, through its own task."""
-    return Node(name, NodeKind.STEP, description, upstream=upstream, task=task, plan=plan)
+    return Node(
+        name, NodeKind.STEP, description, upstream=upstream, task=task, plan=plan, check=check
+    )
 
 
 def _networking(settings: Settings, _: Upstream) -> NetworkingArgs:
@@ -172,6 +177,7 @@ NODES = [
         task=migrate_step,
         upstream=("database",),
         plan=migration_plan,
+        check=check_migration_files,
     ),
     stack(
         "app",
@@ -180,6 +186,10 @@ NODES = [
         inputs=_app,
         outputs=AppOutputs,
         upstream=("networking", "database", "migrate"),
+        # Its load balancer, target group, cluster, roles and log group need only networking:
+        # they are created while the database is. What reads the database's outputs (the task
+        # definition, and the service after it) waits for the database and its migrations.
+        early=("database", "migrate"),
     ),
     step("verify", "poll the app's health URL", task=verify_step, upstream=("app",)),
 ]

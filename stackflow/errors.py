@@ -34,6 +34,10 @@ class EngineUnavailable(StackflowError):
     """The chosen engine cannot run here (for example, the Pulumi CLI is missing)."""
 
 
+class StepRefused(StackflowError):
+    """A step's check refused its own input (a migration file) before the run changed anything."""
+
+
 class StackError(StackflowError):
     """An operation on one stack failed."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,9 @@ def compute(
     return h.hexdigest()
 
 
-def stamp(fingerprint: str) -> dict[str, Any]:
-    """What an `up` records for stackflow in the stack's checkpoint (the seal is added there)."""
+def stamp(fingerprint: str | Future[str]) -> dict[str, Any]:
+    """What an `up` records for stackflow in the stack's checkpoint (the seal is added there).
+    A future: the fingerprint of inputs that arrive while the update runs (`tasks.early`)."""
     return {"fingerprint": fingerprint, "stackflow": __version__}
 
 

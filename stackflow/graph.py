@@ -57,7 +57,14 @@ class Node:
         plan: a step's read-only account of what it would do, for previews and approvals
             (called with the run's context and the outcomes of the stacks it reads).
         destroy_guard: a stack's check before a destroy reaches anything (raises to refuse).
+        check: a step's check of its own input before an `up` changes anything (raises, naming
+            what is wrong): a stack started early must not have begun when a bad file stops
+            the step after it.
         sources: the files a stack's fingerprint covers (its program module and helpers).
+        early: upstream nodes a stack's `up` may start before they end (`stackflow.later`): the
+            outputs of those that are stacks arrive while it runs, and every resource reading
+            one waits for all of them (a step named here, such as migrations, holds back what
+            reads the database until it is done).
     """
 
     name: str
@@ -71,7 +78,9 @@ class Node:
     task: Any = field(default=None, repr=False)
     plan: Callable[[Any, Mapping[str, Any]], Any] | None = field(default=None, repr=False)
     destroy_guard: Callable[[Settings], None] | None = field(default=None, repr=False)
+    check: Callable[[Settings], None] | None = field(default=None, repr=False)
     sources: tuple[Path, ...] = ()
+    early: tuple[str, ...] = ()
 
 
 def program_sources(program: Callable[..., Any]) -> tuple[Path, ...]:
@@ -98,6 +107,12 @@ class StackGraph:
                     raise GraphError(
                         f"node {node.name!r} names upstream {up!r} before it is declared"
                     )
+            stray = [e for e in node.early if e not in node.upstream]
+            if stray:
+                raise GraphError(
+                    f"node {node.name!r} may start early only before its upstream nodes, not "
+                    f"{', '.join(stray)} (upstream: {', '.join(node.upstream) or 'none'})"
+                )
             if check:
                 _check(node)
             self.nodes[node.name] = node

@@ -33,12 +33,13 @@ from stackflow.migrations.errors import (
     MigrationError,
     TransientDatabaseError,
 )
+from stackflow.migrations.files import load_migrations
 from stackflow.migrations.plan import MigrationPlanReport, offline_plan, pending_plan
 from stackflow.migrations.target import MysqlTarget
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import migration_policy
-from stackflow.settings import MigrationSettings
+from stackflow.settings import MigrationSettings, Settings
 from stackflow.status.records import record_migrations
 from tasks.context import RunContext, StackOutcome
 
@@ -236,6 +237,16 @@ def migrate_step(
     status = "migrated" if applied else "unchanged"
     ctx.publish(node, NodeState.DONE, status=status, detail=note)
     return StackOutcome(node, "migrate", status, duration_s=time.monotonic() - started, note=note)
+
+
+def check_migration_files(settings: Settings) -> None:
+    """The migration folder's files read and checked (names, versions, not empty), before an
+    `up` changes anything.
+
+    Raises:
+        MigrationFileError: naming the file or folder and what is accepted.
+    """
+    load_migrations(settings.migrations.dir)
 
 
 def migration_plan(ctx: RunContext, upstream: Mapping[str, StackOutcome]) -> MigrationPlanReport:

@@ -35,6 +35,9 @@ from stackflow.progress import (
 )
 from tasks.approved import Gate, approved_plan
 from tasks.context import RunContext, StackOutcome
+from tasks.early import EarlyStart, EarlyUpstream
+from tasks.early import begin as begin_early
+from tasks.early import wait as wait_early
 from tasks.limits import SlotWaitCancelled, stack_slot
 
 
@@ -75,6 +78,12 @@ def _listener(
     )
 
 
+def _read(upstream: dict[str, StackOutcome], operation: Operation) -> dict[str, Any]:
+    """The outputs an operation reads from each upstream stack (steps hand on none)."""
+    read = {k: v.read_by(operation) for k, v in upstream.items()}
+    return {k: v for k, v in read.items() if v is not None}
+
+
 def _record(ctx: RunContext, operation: Operation, node: str) -> None:
     ctx.engine_calls.append(f"{operation.value}:{node}")
 
@@ -96,6 +105,7 @@ def stack_operation(
     upstream: dict[str, StackOutcome],
     force: bool = False,
     gate: Gate | None = None,
+    early: EarlyUpstream | None = None,
 ) -> StackOutcome:
     """Preview, update, refresh, check drift of or destroy one stack.
 
@@ -103,6 +113,7 @@ def stack_operation(
         upstream: typed outputs of the stacks this one reads, by node name.
         force: run `up` even when the fingerprint says nothing changed.
         gate: the approval this operation plans for (PREVIEW) or applies (UP); see `Gate`.
+        early: (UP) the futures of upstream nodes it may start before (tasks.early).
     Raises:
         TransientStackError: retried by Prefect (lock held, throttling, network).
         PermanentStackError: fails the run at once, naming the stack.
@@ -114,10 +125,18 @@ def stack_operation(
     attempt = task_run.run_count  # Prefect counts attempts from 1
     ctx.check_not_cancelled(node)
     ctx.publish(node, NodeState.RUNNING, attempt=attempt)
+    started: EarlyStart | None = None
     if operation in (Operation.UP, Operation.PREVIEW):
-        read = {k: v.read_by(operation) for k, v in upstream.items()}
-        spec, args = ctx.graph.spec(
-            node, settings, {k: v for k, v in read.items() if v is not None}
+        read = _read(upstream, operation)
+        if early:
+            started = begin_early(ctx, node, read, early, force, logger)
+            if started is None:
+                ctx.publish(node, NodeState.WAITING, detail=f"for {', '.join(early)}")
+                upstream = {**upstream, **wait_early(early)}
+                ctx.publish(node, NodeState.RUNNING, attempt=attempt)
+                read = _read(upstream, operation)
+        spec, args = (
+            (started.spec, started.args) if started else ctx.graph.spec(node, settings, read)
         )
     else:  # refresh, drift and destroy do not run the program: no upstream needed
         spec = bare_spec(settings, node)
@@ -131,13 +150,14 @@ def stack_operation(
     planning = operation is Operation.PREVIEW and gate is not None
     mark = ctx.drift.marked(spec) if operation is Operation.UP or planning else None
     drifted = mark == DRIFTED
-    if operation in (Operation.UP, Operation.PREVIEW):  # a preview plans the stamp an up records
+    if started is None and operation in (Operation.UP, Operation.PREVIEW):
+        # a preview plans the stamp an up records (an early start's comes when its inputs do)
         fp = fingerprint.compute(spec, args, graph_node.sources, engine.name, engine.versions())
     if operation is Operation.UP or planning:
         # A plan's fingerprint covers what the upstream previews project: when an upstream
         # output moves, so does this stack's fingerprint, and it is previewed, not skipped.
         cached = None
-        if not (force or mark):
+        if not (force or mark or started):
             state = engine.state(spec)  # one read of the backend, no pulumi process
             cached = fingerprint.unchanged_outputs(state, fp, ctx.passphrase)
             why = fingerprint.why_not_unchanged(state, fp)
@@ -212,6 +232,8 @@ def stack_operation(
             elif planning:
                 assert gate is not None
                 plan = gate.plan_file
+            if started is not None and (never := started.stopped(started=False)):
+                raise never  # its early upstream ended first, without completing
             _record(ctx, operation, node)
             result: OperationResult = engine.run(
                 operation,
@@ -219,9 +241,15 @@ def stack_operation(
                 listener,
                 plan=plan,
                 refresh=planning and drifted,
-                stamp=fingerprint.stamp(fp) if fp else None,
+                stamp=fingerprint.stamp(started.fingerprint if started else fp)
+                if fp or started
+                else None,
             )
         except StackError as exc:
+            if started is not None and (stopped := started.stopped(started=True)):
+                # its early upstream did not complete, or its real arguments could not be built
+                ctx.publish(node, NodeState.NOT_RUN, detail=ctx.redactor(str(stopped)))
+                raise stopped from None
             reason = ctx.redactor(exc.reason)
             retry = (
                 is_transient(exc)
@@ -253,6 +281,8 @@ def stack_operation(
         Operation.DESTROY: "destroyed",
     }[operation]
     typed = None
+    if started is not None:
+        fp = started.fingerprint.result()  # resolved before the update could end
     if operation is Operation.UP:
         ctx.drift.clear(spec)
         typed = parse_outputs(graph_node, result.outputs)

@@ -10,11 +10,23 @@ import pytest
 
 from stackflow.migrations.connection import connect
 from stackflow.settings import MigrationSettings
-from tests.faults.helpers import FaultEnv, schema_history
+from tests.faults.helpers import FaultEnv, checkpoint, schema_history
 
 pytestmark = pytest.mark.faults
 
 BROKEN = "CREATE TABLE shape (id INT PRIMARY KEY);\nINSERT INTO no_such_table VALUES (1);\n"
+READS_THE_DATABASE = {"aws:ecs/taskDefinition:TaskDefinition", "aws:ecs/service:Service"}
+
+
+def app_types(fault_env: FaultEnv) -> set[str]:
+    """The resource types in the app's state (none when it has no state yet)."""
+    try:
+        found = checkpoint(fault_env.state_dir, fault_env.environment, "app")
+    except FileNotFoundError:
+        return set()
+    return {r["type"] for r in found.get("resources") or []}
+
+
 # Fixed so it is safe to run again: its first statement was committed by the failed run.
 FIXED = "CREATE TABLE IF NOT EXISTS shape (id INT PRIMARY KEY);\nINSERT INTO shape VALUES (1);\n"
 
@@ -23,9 +35,11 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     fault_env: FaultEnv, tmp_path: Path
 ) -> None:
     """Local cloud, one environment deployed for real: a file failing at its second statement
-    fails the first deploy naming the file (the app is not deployed) and is recorded as failed in
-    the environment's own database; the next deploy refuses, naming it; `migrate --repair` (the
-    database found from the environment's outputs) and a fixed file let the deploy through."""
+    fails the first deploy naming the file and is recorded as failed in the environment's own
+    database; the app, started beside the database, created nothing that reads it (no task
+    definition, no service: its new version never ran against a half-migrated schema). The next
+    deploy refuses, naming the file; `migrate --repair` (the database found from the
+    environment's outputs) and a fixed file let the deploy through."""
     env = fault_env.environment
     folder = tmp_path / "migrations"
     folder.mkdir()
@@ -39,7 +53,8 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     assert first.error_line.startswith(
         "error: migrate: V002__create_shape.sql: statement 2 of 2 (line 2) failed"
     ), first
-    assert re.search(r"^app\s+not run ", first.stdout, re.MULTILINE), first
+    assert re.search(r"^app\s+(stopped|not run) ", first.stdout, re.MULTILINE), first
+    assert not READS_THE_DATABASE & app_types(fault_env), app_types(fault_env)
     db = fault_env.database()  # the environment's own MariaDB server, from its outputs
     assert db.host.startswith("127.") and db.host != "127.0.0.1", db.host
     rows = {r.version: r for r in schema_history(db)}
@@ -55,7 +70,10 @@ def test_failed_migration_blocks_deploys_until_repaired_on_the_local_cloud(
     assert to_do.startswith("  what to do: ") and "Traceback" not in second.output, second
     assert str(bad) in last_line and "failed in an earlier run" in last_line, second
     assert "migrate --repair" in last_line, second
-    assert "engine operations: 0;" in second.stdout, second  # the stacks were up to date
+    for stack in ("networking", "database"):  # up to date
+        assert re.search(rf"^{stack}\s+unchanged ", second.stdout, re.M), second
+    assert re.search(r"^app\s+(stopped|not run) ", second.stdout, re.MULTILINE), second
+    assert not READS_THE_DATABASE & app_types(fault_env), app_types(fault_env)
     assert {r.version: r for r in schema_history(db)} == rows  # nothing more ran
 
     bad.write_text(FIXED)

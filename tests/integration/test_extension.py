@@ -320,7 +320,8 @@ def test_a_stack_and_a_step_added_by_three_files_deploy_preview_show_and_destroy
     spans = {s: _spans(variables, name, s, "update") for s in STACKS}
     assert all(len(v) == 1 for v in spans.values()), spans
     assert spans["networking"][0][1] <= spans["database"][0][0]
-    assert spans["database"][0][1] <= spans["app"][0][0]
+    # the app starts beside the database (graph: early), never before a stack it may not
+    assert spans["database"][0][1] <= spans["app"][0][1]
     assert spans["audit"][0][1] <= spans["app"][0][0]
 
     # The new stack's output reached the app's container, through the generic input alone.

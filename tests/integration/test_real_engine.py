@@ -161,11 +161,14 @@ def test_up_deploys_on_the_local_cloud_then_a_second_up_makes_no_engine_call(
         "verify": "healthy",
     }
 
-    # In order: each stack's update began after its upstream's had ended (Pulumi's own history).
+    # In order (Pulumi's own history): the database's update began after networking's had ended;
+    # the app's began after networking's too, beside the database's (what needs only networking
+    # is created meanwhile), and ended after it (what reads the database waits for it).
     spans = {s: intervals(real["state"], env_name, s) for s in STACKS}
     assert all(len(v) == 1 for v in spans.values()), spans
     assert spans["networking"][0][1] <= spans["database"][0][0]
-    assert spans["database"][0][1] <= spans["app"][0][0]
+    assert spans["networking"][0][1] <= spans["app"][0][0]
+    assert spans["database"][0][1] <= spans["app"][0][1]
 
     again = cli(real["env"], "up", "--env", env_name)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -3,6 +3,8 @@ exports exported, and the resources it declared counted for the live view."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,12 +35,24 @@ def stamp_output(
     state passphrase, the values of every export. A later run skips the stack only when the
     checkpoint's stamp matches its own inputs, and takes the secret outputs from the seal (no
     `pulumi` process to decrypt them). The seal is ciphertext, so it is stored as a plain output
-    (Pulumi would otherwise encrypt the ciphertext again under its own slower key)."""
+    (Pulumi would otherwise encrypt the ciphertext again under its own slower key).
+
+    The fingerprint may be a future: an update that started before its upstream stacks ended
+    (`stackflow.later`) knows its inputs only when they arrive, and records them then.
+    """
+    fingerprint = stamp["fingerprint"]
+    if isinstance(fingerprint, concurrent.futures.Future):
+        known = pulumi.Output.from_input(asyncio.wrap_future(fingerprint))
+        return known.apply(
+            lambda fp: pulumi.Output.from_input(
+                stamp_output({**stamp, "fingerprint": fp}, exports, passphrase)
+            )
+        )
     record: dict[str, Any] = dict(stamp)
     if passphrase and exports:
         from stackflow.secretbox import StampSeal
 
-        seal = StampSeal(passphrase, str(stamp["fingerprint"]))
+        seal = StampSeal(passphrase, str(fingerprint))
         sealed = pulumi.Output.all(**exports).apply(seal.seal)
         record["salt"] = seal.salt
         record["sealed"] = pulumi.Output.unsecret(sealed)
