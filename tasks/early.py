@@ -27,9 +27,10 @@ from pydantic import BaseModel, ValidationError
 
 from stackflow import fingerprint
 from stackflow.engine import Operation
-from stackflow.engine.base import StackSpec
-from stackflow.errors import MissingOutputError, StackError
-from stackflow.graph import NodeKind, bare_spec
+from stackflow.engine.base import OutputValue, StackSpec
+from stackflow.engine.envelope import is_secret
+from stackflow.errors import StackError
+from stackflow.graph import NodeKind, bare_spec, project_outputs, user_outputs
 from stackflow.later import LaterValueUsed, late_program, placeholders
 from tasks.context import RunContext, StackOutcome
 
@@ -145,23 +146,28 @@ def _runs_anyway(
     ctx: RunContext, node: str, read: Mapping[str, BaseModel], stacks: list[str], force: bool
 ) -> str:
     """Why the stack's up runs whatever its early upstream stacks hand it ("" when it might be
-    unchanged): computed with their outputs deployed now, from state (no `pulumi` process)."""
+    unchanged): computed with their outputs deployed now, read from their checkpoints (no
+    `pulumi` process, no secret opened: a secret output the arguments read is unknown here, and
+    the stack then runs, which only costs what waiting would have saved)."""
     if force:
         return "forced"
     settings = ctx.settings
     if ctx.drift.marked(bare_spec(settings, node)):
         return "drift found earlier"
     stored = dict(read)
-    for name in stacks:
-        try:
-            stored[name] = ctx.stored_outcome(name).typed  # type: ignore[assignment]
-        except MissingOutputError:
-            return f"{name} is not deployed yet"
-        except Exception:  # a read that fails here decides nothing: wait
-            return ""
     try:
+        for name in stacks:
+            state = ctx.engine.state(bare_spec(settings, name))
+            plain = {
+                k: OutputValue(v)
+                for k, v in (state.outputs if state is not None else {}).items()
+                if not is_secret(v)
+            }
+            if not user_outputs(plain):
+                return f"{name} is not deployed yet"
+            stored[name] = project_outputs(ctx.graph[name], settings, plain, {}).outputs
         spec, args = ctx.graph.spec(node, settings, stored)
-    except Exception:  # the stack task reports it after the wait
+    except Exception:  # a read that fails here decides nothing; the stack task says it after
         return ""
     fp = fingerprint.compute(
         spec, args, ctx.graph[node].sources, ctx.engine.name, ctx.engine.versions()

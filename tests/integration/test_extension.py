@@ -146,8 +146,8 @@ NODE_EDITS = (
         "from programs.audit import AuditArgs, AuditOutputs, audit\n",
     ),
     (
-        "from tasks.migrate import migrate_step, migration_plan\n",
-        "from tasks.migrate import migrate_step, migration_plan\n"
+        "from tasks.migrate import check_migration_files, migrate_step, migration_plan\n",
+        "from tasks.migrate import check_migration_files, migrate_step, migration_plan\n"
         "from tasks.smoke import smoke_step\n",
     ),
     (  # the app's inputs builder hands the new stack's output to the container
