@@ -86,6 +86,9 @@ def walk_graph(
     """
     graph, settings = ctx.graph, ctx.settings
     policy = stack_policy(settings.stack_retries, settings.retry_delay_s)
+    if operation is Operation.UP and plan is None and plan_dir is None:
+        # what a stack that runs may create ahead of time downstream of it (tasks.stacks)
+        ctx.ahead = {n for n in nodes if graph[n].kind is NodeKind.STACK and graph[n].upstream}
     futures: dict[str, PrefectFuture[StackOutcome]] = {}
     known: dict[str, StackOutcome] = {}
     forward = operation is not Operation.DESTROY

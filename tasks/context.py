@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,10 @@ class RunContext:
     # starts and says so (Prefect's own jitter is drawn where the task cannot see it).
     retry_delays: list[float] = field(default_factory=list)
     commit: str | None = None  # the project's commit this run deploys (None: not from git)
+    # Stacks of this walk not created yet that a stack running upstream of them may create
+    # ahead of their turn (`prepare_ahead`); empty: none (a gated up, a preview).
+    ahead: set[str] = field(default_factory=set)
+    _ahead_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def publish(self, node: str, state: NodeState, **details: Any) -> None:
         """Tell the live view (if one watches) that `node` moved to `state`."""
@@ -53,6 +59,28 @@ class RunContext:
         which; see `Engine.cancel`)."""
         for node in self.graph.stacks:
             self.engine.cancel(bare_spec(self.settings, node), interrupt=interrupt)
+
+    def prepare_ahead(self, node: str) -> None:
+        """In the background, create the stacks of this walk downstream of `node` that do not
+        exist yet (`stack init`, their config), while `node` deploys: each is ready when its
+        turn comes. An existing stack costs one checkpoint read; a failure here is the stack's
+        own task's to meet and say."""
+        with self._ahead_lock:
+            later = [
+                n for n in self.graph.order() if n in self.ahead and node in self.graph.ancestors(n)
+            ]
+            self.ahead.difference_update(later)
+        if not later:
+            return
+
+        def prepare() -> None:
+            for name in later:
+                if self.progress.cancelled:
+                    return
+                with contextlib.suppress(Exception):
+                    self.engine.prepare(bare_spec(self.settings, name))
+
+        threading.Thread(target=prepare, name=f"prepare-after-{node}", daemon=True).start()
 
     def stored_outcome(self, node: str) -> StackOutcome:
         """A stack outside the targets: its outputs are read from state, not redeployed.

@@ -234,6 +234,9 @@ def stack_operation(
                 plan = gate.plan_file
             if started is not None and (never := started.stopped(started=False)):
                 raise never  # its early upstream ended first, without completing
+            if operation is Operation.UP and ctx.ahead:
+                engine.prepare(spec)  # its own stack first: it is on the critical path
+                ctx.prepare_ahead(node)
             _record(ctx, operation, node)
             result: OperationResult = engine.run(
                 operation,

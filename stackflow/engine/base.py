@@ -304,6 +304,16 @@ class Engine(Protocol):
         """
         ...
 
+    def prepare(self, spec: StackSpec) -> None:
+        """Create the stack if it does not exist yet, with its config, ahead of its first
+        operation (which then finds it ready): nothing when it exists, and no `pulumi` process
+        then.
+
+        Raises:
+            TransientStackError, PermanentStackError: as `run`.
+        """
+        ...
+
     def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
         """Preview one stack; on the local cloud, naming every resource type and function it does
         not serve (UnservedTypes), not only the first; nothing is created."""

@@ -91,6 +91,10 @@ class DeferredEngine:
     ) -> OperationResult:
         return self.engine().run(operation, spec, listener, plan, refresh, stamp)
 
+    def prepare(self, spec: StackSpec) -> None:
+        if self.state(spec) is None:  # an existing stack needs nothing: the SDK stays unloaded
+            self.engine().prepare(spec)
+
     def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:
         return self.engine().survey(spec, listener)
 

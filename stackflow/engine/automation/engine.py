@@ -262,6 +262,12 @@ class AutomationEngine:
             self.ws, spec, listener, lambda: self.run(Operation.PREVIEW, spec, listener)
         )
 
+    def prepare(self, spec: StackSpec) -> None:
+        """Create the stack if missing and set its config, before its first operation: a stack
+        whose upstream is still deploying is ready when its turn comes (`stack init` and
+        `config set-all` off the critical path)."""
+        self._call(spec, self.ws.redactor, lambda: self._open(spec))
+
     def _open(self, spec: StackSpec) -> KnownStack:
         """The stack, created if missing, with its config set (one caller at a time per stack)."""
         with self._guard:
