@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar, cast
 
 import pulumi
@@ -94,15 +94,20 @@ Ids = Annotated[Sequence[Id | Unknown], Field(min_length=2)] | Unknown
 """Identifiers another stack hands on, one per availability zone (at least two)."""
 
 
+def holds(value: Any, test: Callable[[Any], bool]) -> bool:
+    """Whether `value`, or anything inside it (lists, tuples, dicts), passes `test`."""
+    if test(value):
+        return True
+    if isinstance(value, Mapping):
+        return any(holds(v, test) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(holds(v, test) for v in value)
+    return False
+
+
 def contains_unknown(value: Any) -> bool:
     """Whether `value` (an argument, or a list or dict of them) holds an `UNKNOWN`."""
-    if isinstance(value, _PulumiUnknown):
-        return True
-    if isinstance(value, dict):
-        return any(contains_unknown(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(contains_unknown(v) for v in value)
-    return False
+    return holds(value, lambda item: isinstance(item, _PulumiUnknown))
 
 
 def given(value: T | _PulumiUnknown) -> pulumi.Input[T]:

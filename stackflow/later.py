@@ -24,6 +24,8 @@ from typing import Any
 from pulumi.output import Unknown as _PulumiUnknown
 from pydantic import BaseModel, SecretStr
 
+from programs.common import holds
+
 
 class LaterValueUsed(TypeError):
     """An argument builder used a value that has not arrived yet (it may only pass it on)."""
@@ -60,13 +62,8 @@ def placeholders(node: str, outputs: type[BaseModel]) -> BaseModel:
 
 
 def holds_later(value: Any) -> bool:
-    if isinstance(value, Later):
-        return True
-    if isinstance(value, Mapping):
-        return any(holds_later(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(holds_later(v) for v in value)
-    return False
+    """Whether `value` is, or holds anywhere inside it, a `Later`."""
+    return holds(value, lambda item: isinstance(item, Later))
 
 
 def _at(value: Any, path: tuple[Any, ...]) -> Any:
