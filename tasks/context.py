@@ -49,6 +49,8 @@ class RunContext:
     # ahead of their turn (`prepare_ahead`); empty: none (a gated up, a preview).
     ahead: set[str] = field(default_factory=set)
     _ahead_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Per stack: set at the first resource event of its operation in this run (`begun`).
+    _begun: dict[str, threading.Event] = field(default_factory=dict, repr=False)
 
     def publish(self, node: str, state: NodeState, **details: Any) -> None:
         """Tell the live view (if one watches) that `node` moved to `state`."""
@@ -59,6 +61,13 @@ class RunContext:
         which; see `Engine.cancel`)."""
         for node in self.graph.stacks:
             self.engine.cancel(bare_spec(self.settings, node), interrupt=interrupt)
+
+    def begun(self, node: str) -> threading.Event:
+        """Set once the stack's operation in this run has reported a resource: its `pulumi` has
+        opened and decrypted the state, so what could refuse it at the start (a wrong
+        passphrase, a lock) did not. A stack starting beside it waits for this (`tasks.early`)."""
+        with self._ahead_lock:
+            return self._begun.setdefault(node, threading.Event())
 
     def prepare_ahead(self, node: str) -> None:
         """In the background, create the stacks of this walk downstream of `node` that do not

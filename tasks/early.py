@@ -115,6 +115,8 @@ def begin(
     why = _runs_anyway(ctx, node, read, stacks, force)
     if not why:
         return None
+    if not _begun(ctx, node, early, stacks):
+        return None  # one of them ended before it began: wait, and say what it did
     later = {n: placeholders(n, graph[n].outputs) for n in stacks}  # type: ignore[arg-type]
     try:
         spec, args = graph.spec(node, settings, {**read, **later})
@@ -140,6 +142,28 @@ def begin(
         why,
     )
     return start
+
+
+def _begun(ctx: RunContext, node: str, early: EarlyUpstream, stacks: list[str]) -> bool:
+    """Wait until each early upstream stack's update has begun (its first resource event: the
+    engine opened its state), so bad input that refuses it at the start (a wrong passphrase)
+    stops this stack before it starts too. False: one of them ended first."""
+    from stackflow.progress import NodeState
+
+    ctx.publish(node, NodeState.WAITING, detail=f"for {', '.join(stacks)} to begin")
+    for name in stacks:
+        begun, ended = ctx.begun(name), threading.Event()
+
+        def end(_: object, begun: threading.Event = begun, ended: threading.Event = ended) -> None:
+            ended.set()
+            begun.set()
+
+        early[name].add_done_callback(end)
+        begun.wait()
+        if ended.is_set():
+            return False
+    ctx.publish(node, NodeState.RUNNING)
+    return True
 
 
 def _runs_anyway(

@@ -55,7 +55,10 @@ def _listener(
 ) -> Listener:
     environment = ctx.settings.environment
 
+    begun = ctx.begun(node)
+
     def on_event(event: ResourceEvent) -> None:
+        begun.set()  # the engine reads and writes its state: a stack may start beside it
         if event.status == "done" and event.change not in ("same", "refresh"):
             logger.debug("%s %s %s: %s", node, event.type, event.name, event.change)
         ctx.progress.publish(
