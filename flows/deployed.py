@@ -66,11 +66,6 @@ def serve_local_cloud(settings: Settings) -> None:
     """
     if settings.cloud != "local":
         return
-    from stackflow.localcloud.server import ensure_cloud
+    from stackflow.localcloud.server import ensure_cloud_for
 
-    ensure_cloud(
-        settings.localcloud_root,
-        settings.localcloud.port,
-        region=settings.aws.region,
-        say=lambda _line: None,
-    )
+    ensure_cloud_for(settings)

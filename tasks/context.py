@@ -48,7 +48,7 @@ class RunContext:
     # Stacks of this walk not created yet that a stack running upstream of them may create
     # ahead of their turn (`prepare_ahead`); empty: none (a gated up, a preview).
     ahead: set[str] = field(default_factory=set)
-    _ahead_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # ahead, _begun
     # Per stack: set at the first resource event of its operation in this run (`begun`).
     _begun: dict[str, threading.Event] = field(default_factory=dict, repr=False)
 
@@ -66,7 +66,7 @@ class RunContext:
         """Set once the stack's operation in this run has reported a resource: its `pulumi` has
         opened and decrypted the state, so what could refuse it at the start (a wrong
         passphrase, a lock) did not. A stack starting beside it waits for this (`tasks.early`)."""
-        with self._ahead_lock:
+        with self._lock:
             return self._begun.setdefault(node, threading.Event())
 
     def prepare_ahead(self, node: str) -> None:
@@ -74,7 +74,7 @@ class RunContext:
         exist yet (`stack init`, their config), while `node` deploys: each is ready when its
         turn comes. An existing stack costs one checkpoint read; a failure here is the stack's
         own task's to meet and say."""
-        with self._ahead_lock:
+        with self._lock:
             later = [
                 n for n in self.graph.order() if n in self.ahead and node in self.graph.ancestors(n)
             ]

@@ -43,8 +43,8 @@ class UpstreamStopped(StackError):
     where it needed that node (what it created meanwhile stays in its state)."""
 
 
-def _did_not_complete(name: str) -> str:
-    return f"{name} did not complete"
+STOPPED = "what reads its outputs was not created or changed"
+"""What an early start did when an upstream it started before did not complete."""
 
 
 def wait(early: EarlyUpstream) -> dict[str, StackOutcome]:
@@ -58,7 +58,7 @@ def wait(early: EarlyUpstream) -> dict[str, StackOutcome]:
         try:
             outcomes[name] = future.result()
         except Exception:
-            raise UpstreamTaskError(_did_not_complete(name)) from None
+            raise UpstreamTaskError(f"{name} did not complete") from None
     return outcomes
 
 
@@ -75,10 +75,7 @@ class EarlyStart:
 
     spec: StackSpec
     args: BaseModel
-    why: str
-    arrived: concurrent.futures.Future[BaseModel] = dataclasses.field(
-        default_factory=concurrent.futures.Future
-    )
+    arrived: concurrent.futures.Future[BaseModel]
     fingerprint: concurrent.futures.Future[str] = dataclasses.field(
         default_factory=concurrent.futures.Future
     )
@@ -91,9 +88,7 @@ class EarlyStart:
         cause = self.cause
         if started and isinstance(cause, UpstreamTaskError):
             return UpstreamStopped(
-                self.spec.label,
-                f"{cause}: what reads its outputs was not created or changed (what needs only "
-                "the other stacks was)",
+                self.spec.label, f"{cause}: {STOPPED} (what needs only the other stacks was)"
             )
         return cause
 
@@ -122,13 +117,18 @@ def begin(
         spec, args = graph.spec(node, settings, {**read, **later})
     except (LaterValueUsed, ValidationError) as exc:
         # its arguments do more with an upstream output than pass it on: wait for the value
-        logger.info("%s waits for %s: %s", f"{settings.environment}/{node}", ", ".join(early), exc)
+        # (a validation error quotes the values it refused: only where, never what, is logged)
+        why = (
+            str(exc)
+            if isinstance(exc, LaterValueUsed)
+            else "its arguments refuse a value still to come: "
+            + ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+        )
+        logger.info("%s waits for %s: %s", f"{settings.environment}/{node}", ", ".join(early), why)
         return None
-    start = EarlyStart(spec, args, why)
-    start.spec = dataclasses.replace(
-        spec,
-        program=late_program(graph[node].program, args, start.arrived),  # type: ignore[arg-type]
-    )
+    arrived: concurrent.futures.Future[BaseModel] = concurrent.futures.Future()
+    program = late_program(graph[node].program, args, arrived)  # type: ignore[arg-type]
+    start = EarlyStart(dataclasses.replace(spec, program=program), args, arrived)
     threading.Thread(
         target=_arrive,
         args=(ctx, node, read, early, start),
@@ -224,9 +224,7 @@ def _arrive(
     except BaseException as exc:  # handed to the program and the task
         start.cause = exc
         said = pulumi.RunError(
-            f"{exc}: what reads its outputs was not created or changed"
-            if isinstance(exc, UpstreamTaskError)
-            else ctx.redactor(str(exc))
+            f"{exc}: {STOPPED}" if isinstance(exc, UpstreamTaskError) else ctx.redactor(str(exc))
         )
         start.fingerprint.set_exception(said)
         start.arrived.set_exception(said)

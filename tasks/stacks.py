@@ -235,7 +235,7 @@ def stack_operation(
             elif planning:
                 assert gate is not None
                 plan = gate.plan_file
-            if started is not None and (never := started.stopped(started=False)):
+            if started is not None and (never := started.stopped(False)):
                 raise never  # its early upstream ended first, without completing
             if operation is Operation.UP and ctx.ahead:
                 engine.prepare(spec)  # its own stack first: it is on the critical path
@@ -252,7 +252,8 @@ def stack_operation(
                 else None,
             )
         except StackError as exc:
-            if started is not None and (stopped := started.stopped(started=True)):
+            cancelled = isinstance(exc, OperationCancelled)  # interrupted: cancelled, as it says
+            if started is not None and not cancelled and (stopped := started.stopped(True)):
                 # its early upstream did not complete, or its real arguments could not be built
                 ctx.publish(node, NodeState.NOT_RUN, detail=ctx.redactor(str(stopped)))
                 raise stopped from None

@@ -268,13 +268,11 @@ def wait_for_database(
                     f"{target.login} did not accept connections within "
                     f"{settings.wait_timeout_s:g}s ({number} attempts); last error: {exc}"
                 ) from None
-            if stop is not None and stop.wait(sleep):
+            if (stop or threading.Event()).wait(sleep):  # a back-off an interruption ends
                 raise DatabaseWaitStopped(
                     f"stopped waiting for {target.address} after {number} attempt(s): the run "
                     "was interrupted; nothing was applied"
                 ) from None
-            if stop is None:
-                time.sleep(sleep)
             delay = min(delay * 2, 15.0)
             continue
         except Exception as exc:

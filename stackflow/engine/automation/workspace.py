@@ -75,18 +75,12 @@ class Workspaces:
         with self._plugin_lock:
             if self._cloud_url is None:
                 from stackflow.localcloud.install import install_plugins
-                from stackflow.localcloud.server import ensure_cloud
+                from stackflow.localcloud.server import ensure_cloud_for
 
                 home = self.pulumi_home
                 assert home is not None
                 install_plugins(home)
-                server = ensure_cloud(
-                    self.settings.localcloud_root,
-                    self.settings.localcloud.port,
-                    region=self.settings.aws.region,
-                    say=lambda _line: None,
-                )
-                self._cloud_url = server.url
+                self._cloud_url = ensure_cloud_for(self.settings).url
             return self._cloud_url
 
     @property

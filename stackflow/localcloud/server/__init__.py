@@ -18,7 +18,12 @@ Everything here says "local cloud": it stands in for AWS, it is not AWS.
 from __future__ import annotations
 
 from stackflow.localcloud.errors import CloudServerError
-from stackflow.localcloud.server.lifecycle import cloud_status, ensure_cloud, stop_cloud
+from stackflow.localcloud.server.lifecycle import (
+    cloud_status,
+    ensure_cloud,
+    ensure_cloud_for,
+    stop_cloud,
+)
 from stackflow.localcloud.server.record import DEFAULT_PORT, DEFAULT_REGION, CloudServer
 
 __all__ = [
@@ -28,5 +33,6 @@ __all__ = [
     "CloudServerError",
     "cloud_status",
     "ensure_cloud",
+    "ensure_cloud_for",
     "stop_cloud",
 ]

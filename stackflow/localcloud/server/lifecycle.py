@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stackflow import PROJECT_ROOT
 from stackflow.localcloud.control import ControlClient
@@ -36,6 +37,9 @@ from stackflow.processes import (
     wait_gone,
     wait_port_free,
 )
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
 
 MODULE = "stackflow.localcloud.server"  # what the server process runs (`python -m`)
 _START_TIMEOUT_S = 120.0
@@ -95,6 +99,17 @@ def _start(root: Path, port: int, region: str, dataplane: bool) -> CloudServer:
         tail_chars=3000,
     )
     return CloudServer(url, process.pid, root, port, region, dataplane)
+
+
+def ensure_cloud_for(settings: Settings) -> CloudServer:
+    """The server a run on `settings` uses (its folder, port and region), started if needed;
+    quietly: the run says what it does itself."""
+    return ensure_cloud(
+        settings.localcloud_root,
+        settings.localcloud.port,
+        region=settings.aws.region,
+        say=lambda _line: None,
+    )
 
 
 def ensure_cloud(
