@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from stackflow.localdb import ensure_local_mariadb, stop_local_mariadb
-from stackflow.migrations.command import migrate
-from stackflow.migrations.splitter import split_statements
+from stackflow.migrator.command import migrate
+from stackflow.migrator.splitter import split_statements
 from stackflow.processes import free_port
 from stackflow.settings import MigrationSettings
 

@@ -52,8 +52,8 @@ from stackflow.localcloud.install import install_plugins
 from stackflow.localcloud.paths import pulumi_home
 from stackflow.localcloud.plugin import ENDPOINT_ENV
 from stackflow.localcloud.server import ensure_cloud
-from stackflow.migrations.command import migrate
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.command import migrate
+from stackflow.migrator.target import MysqlTarget
 from stackflow.settings import Settings, get_settings
 
 # The script's own passphrase for its own throwaway file backend; not a real secret.

@@ -106,8 +106,8 @@ def _refusal(args: argparse.Namespace, settings: Any) -> int | None:
     The same checks the flow makes (for the UI and schedules), made first here: no failed run, no
     traceback in the output, nothing changed, and no 10-15 s server start to hear the answer.
     """
-    from stackflow.environments import check_cloud
     from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
+    from stackflow.records.environments import check_cloud
 
     try:
         check_cloud(settings)

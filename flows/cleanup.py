@@ -10,11 +10,11 @@ from prefect.logging import get_run_logger
 from flows.events import emit_environment_event
 from flows.pipeline import PipelineRequest, run_pipeline
 from graph import GRAPH
+from stackflow.dag import bare_spec
 from stackflow.engine import Operation, get_engine
-from stackflow.environments import forget, list_environments, records_of
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync as gitops
-from stackflow.graph import bare_spec
+from stackflow.records.environments import forget, list_environments, records_of
 from stackflow.settings import get_settings
 from tasks.limits import prune_limits
 

@@ -4,10 +4,10 @@ and its stacks' checkpoints in the backend, no `pulumi` process; and the local c
 from __future__ import annotations
 
 from stackflow.backends import mask_url
-from stackflow.environments import read
+from stackflow.dag import bare_spec
 from stackflow.errors import SettingsError, StackflowError
-from stackflow.graph import bare_spec
 from stackflow.records import Records
+from stackflow.records.environments import read
 from stackflow.settings import Settings
 from tasks.context import RunContext
 

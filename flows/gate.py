@@ -19,10 +19,10 @@ from prefect.logging import get_run_logger
 from flows.approval import Decision, await_decision
 from flows.summary import ApprovalExpired, ApprovalRejected, PipelineSummary, publish
 from flows.walk import Walk, announce_phase, describe, walk_graph
+from stackflow.dag import Node, NodeKind
 from stackflow.engine import Operation
-from stackflow.graph import Node, NodeKind
-from stackflow.migrations.errors import MigrationError, TransientDatabaseError
-from stackflow.migrations.plan import pin_changes
+from stackflow.migrator.errors import MigrationError, TransientDatabaseError
+from stackflow.migrator.plan import pin_changes
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from tasks.context import RunContext, StackOutcome
 

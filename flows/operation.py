@@ -28,16 +28,16 @@ from flows.summary import (
 )
 from flows.walk import announce_phase, build_context, steps_of, walk_graph
 from stackflow.engine import Operation
-from stackflow.environments import (
+from stackflow.errors import StackflowError, StepRefused
+from stackflow.gitops.git import project_commit
+from stackflow.progress import NodeState
+from stackflow.records.environments import (
     check_cloud,
     forget,
     record_attempt,
     record_outcome,
     records_of,
 )
-from stackflow.errors import StackflowError, StepRefused
-from stackflow.gitops.git import project_commit
-from stackflow.progress import NodeState
 from stackflow.settings import Settings, get_settings, validate_environment_name
 from stackflow.status.records import (
     Outcome,

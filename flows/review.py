@@ -17,12 +17,12 @@ from prefect.logging import get_run_logger
 from flows.cleanup import destroy_environment
 from flows.events import emit_environment_event
 from flows.sync import NotFollowing, SyncFailed, sync_commit, token_of
-from stackflow.environments import read as read_environment
-from stackflow.environments import records_of
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git
 from stackflow.gitops.names import matching, review_environments
+from stackflow.records.environments import read as read_environment
+from stackflow.records.environments import records_of
 from stackflow.settings import get_settings, project_git
 
 

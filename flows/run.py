@@ -27,8 +27,8 @@ def _exit_without_teardown() -> None:
 if __name__ == "__main__":
     if not getattr(atexit, "_ncallbacks", lambda: 1)():
         atexit.register(_exit_without_teardown)
-    # Run as a script, sys.path[0] is flows/, not the repository: flows/pipeline.py would then
-    # shadow the `pipeline` package (the graph) and flows/*.py every top-level name. Drop it.
+    # Run as a script, sys.path[0] is flows/, not the repository: the project's packages would
+    # not import, and every flows/*.py would shadow a top-level module of its name. Drop it.
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.path.insert(0, str(here.parent))

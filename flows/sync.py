@@ -31,12 +31,12 @@ from prefect.logging import get_run_logger
 from flows.events import emit_environment_event
 from flows.summary import current_flow_run_id, flow_run_going
 from stackflow import exits
-from stackflow.environments import read as read_environment
-from stackflow.environments import records_of
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError, export_commit, masked_repository
 from stackflow.gitops.locked import LockedDependenciesDiffer, check_locked
+from stackflow.records.environments import read as read_environment
+from stackflow.records.environments import records_of
 from stackflow.settings import Settings, get_settings
 
 GITOPS_TAG = "gitops"

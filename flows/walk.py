@@ -14,15 +14,15 @@ from prefect.utilities.annotations import quote
 
 from flows.summary import PipelineSummary
 from graph import GRAPH
+from stackflow.dag import NodeKind, StackGraph
 from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
-from stackflow.environments import records_of
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
-from stackflow.graph import NodeKind, StackGraph
-from stackflow.migrations.errors import MigrationPlanChanged
+from stackflow.migrator.errors import MigrationPlanChanged
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
 from stackflow.records import Records
+from stackflow.records.environments import records_of
 from stackflow.redact import Redactor
 from stackflow.retry import stack_policy
 from stackflow.secretbox import state_passphrase

@@ -19,8 +19,9 @@ from programs.app import AppArgs, AppOutputs, app
 from programs.common import UNKNOWN
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
-from stackflow.graph import Node, NodeKind, StackGraph, Upstream, program_sources
-from stackflow.settings import EnvironmentKind, MysqlTarget, Settings
+from stackflow.dag import Node, NodeKind, StackGraph, Upstream, program_sources
+from stackflow.migrator.target import MysqlTarget
+from stackflow.settings import EnvironmentKind, Settings
 from tasks.migrate import check_migration_files, migrate_step, migration_plan
 from tasks.stacks import stack_operation
 from tasks.verify import verify_step
@@ -205,11 +206,11 @@ def database_target(settings: Settings) -> MysqlTarget:
     Raises:
         MissingOutputError: the database stack is not deployed.
     """
+    from stackflow.dag import bare_spec, parse_outputs
     from stackflow.engine import get_engine
-    from stackflow.graph import bare_spec, parse_outputs
 
     stack = next(n for n in GRAPH.stacks if GRAPH[n].outputs is DatabaseOutputs)
     outputs = get_engine(settings).outputs(bare_spec(settings, stack))
     db = parse_outputs(GRAPH[stack], outputs)
     assert isinstance(db, DatabaseOutputs)
-    return MysqlTarget(db.host, db.port, db.user, db.password, db.database)
+    return MysqlTarget.from_outputs(db)

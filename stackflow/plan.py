@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stackflow.engine.base import KNOWN_AFTER_APPLY, ChangeCounts, PropertyChange, ResourceChange
-from stackflow.migrations.plan import MigrationPlanReport
-from stackflow.migrations.splitter import one_line
+from stackflow.migrator.plan import MigrationPlanReport
+from stackflow.migrator.splitter import one_line
 
 _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all

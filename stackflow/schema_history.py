@@ -1,6 +1,6 @@
 """The name of the table where the migration runner records which files ran.
 
-A neutral home: the runner (stackflow.migrations) writes the table, and the local cloud's stand-in
+A neutral home: the runner (stackflow.migrator) writes the table, and the local cloud's stand-in
 app reads its latest version; the local cloud must not import the runner for one name.
 """
 

@@ -29,7 +29,6 @@ from stackflow.config.sections import (
     NetworkSettings,
 )
 from stackflow.config.sources import UnknownEnvironment, declared_environments
-from stackflow.migrations.target import MysqlTarget, parse_mysql_url
 
 __all__ = [
     "ENVIRONMENT_NAME_MAX",
@@ -41,7 +40,6 @@ __all__ = [
     "GitSettings",
     "LocalCloudSettings",
     "MigrationSettings",
-    "MysqlTarget",
     "NetworkSettings",
     "Profile",
     "Settings",
@@ -51,7 +49,6 @@ __all__ = [
     "get_settings",
     "is_ephemeral_name",
     "kind_of",
-    "parse_mysql_url",
     "project_git",
     "validate_environment_name",
 ]

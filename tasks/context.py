@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from stackflow.dag import Projection, StackGraph, bare_spec, parse_outputs, user_outputs
 from stackflow.drift import DriftMarks
 from stackflow.engine import Engine, Operation, OutputValue
 from stackflow.engine.base import ChangeCounts, ResourceChange
 from stackflow.errors import OperationCancelled
-from stackflow.graph import Projection, StackGraph, bare_spec, parse_outputs, user_outputs
 from stackflow.progress import NodeChanged, NodeState, ProgressHub, hub
 from stackflow.records import Records
 from stackflow.redact import Redactor

@@ -26,11 +26,11 @@ from prefect.futures import PrefectFuture
 from pydantic import BaseModel, ValidationError
 
 from stackflow import fingerprint
+from stackflow.dag import NodeKind, bare_spec, project_outputs, user_outputs
 from stackflow.engine import Operation
 from stackflow.engine.base import OutputValue, StackSpec
 from stackflow.engine.envelope import is_secret
 from stackflow.errors import StackError
-from stackflow.graph import NodeKind, bare_spec, project_outputs, user_outputs
 from stackflow.later import LaterValueUsed, late_program, placeholders
 from tasks.context import RunContext, StackOutcome
 

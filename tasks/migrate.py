@@ -24,18 +24,18 @@ from prefect.tasks import Task
 
 from programs.database import DatabaseOutputs
 from stackflow.errors import MissingOutputError, OperationCancelled
-from stackflow.migrations.apply import AppliedMigration, MigrateReport
-from stackflow.migrations.command import migrate
-from stackflow.migrations.connection import WaitAttempt
-from stackflow.migrations.errors import (
+from stackflow.migrator.apply import AppliedMigration, MigrateReport
+from stackflow.migrator.command import migrate
+from stackflow.migrator.connection import WaitAttempt
+from stackflow.migrator.errors import (
     DatabaseUnreachable,
     DatabaseWaitStopped,
     MigrationError,
     TransientDatabaseError,
 )
-from stackflow.migrations.files import load_migrations
-from stackflow.migrations.plan import MigrationPlanReport, offline_plan, pending_plan
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.files import load_migrations
+from stackflow.migrator.plan import MigrationPlanReport, offline_plan, pending_plan
+from stackflow.migrator.target import MysqlTarget
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import migration_policy

@@ -23,11 +23,11 @@ from prefect.tasks import Task
 
 from stackflow import fingerprint, holders
 from stackflow.crashes import ZOMBIE_WINDOW_S, flow_run_state
+from stackflow.dag import bare_spec, parse_outputs, project_outputs
 from stackflow.drift import DRIFTED, REFRESHED
 from stackflow.engine import Listener, Operation, OperationResult, is_transient
 from stackflow.engine.base import ResourceEvent, StackSpec
 from stackflow.errors import OperationCancelled, StackError
-from stackflow.graph import bare_spec, parse_outputs, project_outputs
 from stackflow.progress import (
     NodeState,
     ResourceProgress,

@@ -146,8 +146,8 @@ def settings_for(variables: dict[str, str], environment: str, cloud: str | None 
 def outputs(variables: dict[str, str], environment: str) -> dict[str, dict[str, Any]]:
     """Every stack's outputs (plain values, secrets included) from the real backend."""
     from graph import GRAPH
+    from stackflow.dag import bare_spec
     from stackflow.engine import get_engine
-    from stackflow.graph import bare_spec
 
     settings = settings_for(variables, environment)
     engine = get_engine(settings)

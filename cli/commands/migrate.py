@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from stackflow.migrations.admin import MigrationStatus
-    from stackflow.migrations.apply import AppliedMigration
-    from stackflow.migrations.connection import WaitAttempt
-    from stackflow.migrations.plan import MigrationPlanReport
-    from stackflow.migrations.target import MysqlTarget
+    from stackflow.migrator.admin import MigrationStatus
+    from stackflow.migrator.apply import AppliedMigration
+    from stackflow.migrator.connection import WaitAttempt
+    from stackflow.migrator.plan import MigrationPlanReport
+    from stackflow.migrator.target import MysqlTarget
     from stackflow.settings import Settings
 
 URL_VARIABLE = "STACKFLOW_DATABASE_URL"
@@ -108,7 +108,7 @@ def _target(
     args: argparse.Namespace, target_from_stack: Callable[[], MysqlTarget] | None
 ) -> MysqlTarget:
     from stackflow.errors import SettingsError
-    from stackflow.migrations.target import parse_mysql_url
+    from stackflow.migrator.target import parse_mysql_url
 
     url = args.database_url or os.environ.get(URL_VARIABLE)
     if url:
@@ -170,7 +170,7 @@ def run(
         0 on success, 1 when migrating failed, 2 for bad input (URL, folder, settings).
     """
     from stackflow.errors import SettingsError, StackflowError
-    from stackflow.migrations.errors import MigrationFileError
+    from stackflow.migrator.errors import MigrationFileError
     from stackflow.redact import Redactor
 
     out = out or sys.stdout
@@ -193,8 +193,8 @@ def run(
 def _run(
     args: argparse.Namespace, settings: Settings, target: MysqlTarget, say: Callable[[str], None]
 ) -> int:
-    from stackflow.migrations import admin, command
-    from stackflow.migrations.plan import ALLOW_MISSING, destructive_refusal, pending_plan
+    from stackflow.migrator import admin, command
+    from stackflow.migrator.plan import ALLOW_MISSING, destructive_refusal, pending_plan
 
     folder: Path | None = args.dir
     mig = settings.migrations

@@ -17,8 +17,8 @@ def run(args: argparse.Namespace, settings: Any) -> int:
         UnknownStackError: --stacks names a stack the graph does not declare.
     """
     from graph import GRAPH
+    from stackflow.dag import bare_spec, user_outputs
     from stackflow.engine import get_engine
-    from stackflow.graph import bare_spec, user_outputs
 
     engine = get_engine(settings)
     wanted = chosen_stacks(args) or GRAPH.stacks

@@ -53,7 +53,7 @@ def write_atomically(path: Path, text: str) -> None:
 def run(args: argparse.Namespace, settings: Any) -> int:
     """Print the status (a table, or one JSON object); 0."""
     from graph import GRAPH
-    from stackflow.environments import records_of
+    from stackflow.records.environments import records_of
     from stackflow.status.report import collect, prometheus
 
     records = records_of(settings)

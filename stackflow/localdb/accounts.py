@@ -11,8 +11,8 @@ from pydantic import SecretStr
 
 from stackflow.errors import LocalDatabaseError
 from stackflow.localdb.server import AdminConnection, connect_socket, ensure_running, running_server
+from stackflow.migrator.target import MysqlTarget
 from stackflow.processes import folder_lock
-from stackflow.settings import MysqlTarget
 
 USER_HOSTS = ("127.0.0.1", "localhost", "%")
 

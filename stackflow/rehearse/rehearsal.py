@@ -86,7 +86,7 @@ def prepare(
         )
     if action is not Action.DESTROY:
         check_dependencies(project)
-    from stackflow.graph import stack_config
+    from stackflow.dag import stack_config
 
     config = {**stack_config(settings), **project_config(project, name, environ)}
     if settings.cloud == "local":

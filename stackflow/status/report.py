@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stackflow.environments import EnvironmentRecord, list_environments
 from stackflow.gitops import sync
 from stackflow.records import Records
+from stackflow.records.environments import EnvironmentRecord, list_environments
 from stackflow.status.records import migrations_key, run_key, stack_key
 
 CONDITIONS = (  # worst first

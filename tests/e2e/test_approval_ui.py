@@ -99,7 +99,7 @@ def test_a_first_deploy_of_prod_is_approved_in_the_ui_form_that_shows_its_plan(
     db = outputs(served.variables, ENVIRONMENT)["database"]
     from pydantic import SecretStr
 
-    from stackflow.migrations.target import MysqlTarget
+    from stackflow.migrator.target import MysqlTarget
 
     target = MysqlTarget(db["host"], int(db["port"]), db["user"], SecretStr(db["password"]), "app")
     assert [r.version for r in schema_history(target)] == [1]
@@ -131,7 +131,7 @@ def test_a_new_migration_is_rejected_in_the_ui_and_nothing_is_applied(
     db = outputs(served.variables, ENVIRONMENT)["database"]
     from pydantic import SecretStr
 
-    from stackflow.migrations.target import MysqlTarget
+    from stackflow.migrator.target import MysqlTarget
 
     target = MysqlTarget(db["host"], int(db["port"]), db["user"], SecretStr(db["password"]), "app")
     assert [r.version for r in schema_history(target)] == [1]

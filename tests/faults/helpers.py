@@ -21,9 +21,9 @@ from urllib.parse import quote
 import pytest
 from pydantic import SecretStr
 
-from stackflow.migrations.connection import connect
-from stackflow.migrations.history import HistoryRecord, read_history
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.connection import connect
+from stackflow.migrator.history import HistoryRecord, read_history
+from stackflow.migrator.target import MysqlTarget
 from stackflow.settings import MigrationSettings
 from tests import realenv
 
@@ -204,8 +204,8 @@ class FaultEnv:
         """The stacks' outputs (all stacks by default; plain values, secrets included), read from
         the real backend with this environment's settings (its passphrase too)."""
         from graph import GRAPH
+        from stackflow.dag import bare_spec
         from stackflow.engine import get_engine
-        from stackflow.graph import bare_spec
 
         with variables_set(self.variables):
             settings = realenv.settings_for(self.variables, environment or self.environment)

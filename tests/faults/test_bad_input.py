@@ -29,8 +29,8 @@ import pytest
 
 from cli.main import main
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
-from stackflow.migrations.history import HistoryRecord
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.history import HistoryRecord
+from stackflow.migrator.target import MysqlTarget
 from stackflow.processes import free_port
 from tests.faults.conftest import fault_variables
 from tests.faults.helpers import (

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from stackflow.localcloud.knobs import get_knobs, set_knobs
-from stackflow.migrations.connection import connect
+from stackflow.migrator.connection import connect
 from stackflow.settings import MigrationSettings
 from tests.faults.helpers import FaultEnv, checkpoint, lock_files, wait_until
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stackflow.migrations.connection import connect
+from stackflow.migrator.connection import connect
 from stackflow.settings import MigrationSettings
 from tests.faults.helpers import FaultEnv, checkpoint, schema_history
 

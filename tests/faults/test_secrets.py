@@ -19,7 +19,7 @@ import pytest
 from stackflow.localcloud.knobs import set_knobs
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
 from stackflow.localprefect import PrefectServer
-from stackflow.migrations.connection import connect
+from stackflow.migrator.connection import connect
 from stackflow.settings import MigrationSettings
 from tests.faults.helpers import (
     CliRun,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stackflow.migrations import command
-from stackflow.migrations.apply import MigrateReport
-from stackflow.migrations.connection import connect
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator import command
+from stackflow.migrator.apply import MigrateReport
+from stackflow.migrator.connection import connect
+from stackflow.migrator.target import MysqlTarget
 from stackflow.settings import MigrationSettings
 
 

@@ -75,7 +75,7 @@ class Prod:
         """Versions applied to the environment's own database."""
         from pydantic import SecretStr
 
-        from stackflow.migrations.target import MysqlTarget
+        from stackflow.migrator.target import MysqlTarget
 
         db = outputs(self.variables, ENVIRONMENT)["database"]
         target = MysqlTarget(

@@ -35,8 +35,8 @@ from stackflow.localdb import (
     prepare_template,
     running_server,
 )
-from stackflow.migrations.command import migrate
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.command import migrate
+from stackflow.migrator.target import MysqlTarget
 from stackflow.settings import MigrationSettings
 
 pytestmark = pytest.mark.integration

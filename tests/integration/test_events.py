@@ -234,9 +234,9 @@ def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, 
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy
     from graph import GRAPH
+    from stackflow.dag import bare_spec
     from stackflow.engine import get_engine
-    from stackflow.environments import list_environments, records_of
-    from stackflow.graph import bare_spec
+    from stackflow.records.environments import list_environments, records_of
     from stackflow.settings import get_settings
 
     old, young = unique("pr"), unique("pr")

@@ -19,10 +19,10 @@ from cli.commands.migrate import add_arguments
 from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
 from stackflow.localprefect import PrefectServer
-from stackflow.migrations.admin import baseline, repair, status
-from stackflow.migrations.apply import MigrateReport
-from stackflow.migrations.connection import connect
-from stackflow.migrations.errors import (
+from stackflow.migrator.admin import baseline, repair, status
+from stackflow.migrator.apply import MigrateReport
+from stackflow.migrator.connection import connect
+from stackflow.migrator.errors import (
     MigrationBaselineError,
     MigrationDefinerError,
     MigrationDestructiveChange,
@@ -33,8 +33,8 @@ from stackflow.migrations.errors import (
     MigrationPlanChanged,
     MigrationStatementTooLarge,
 )
-from stackflow.migrations.plan import pending_plan
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.plan import pending_plan
+from stackflow.migrator.target import MysqlTarget
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import get_settings
 from tests.fixtures.mariadb import LocalMariaDB
@@ -217,8 +217,8 @@ def test_a_foreign_definer_is_refused_before_anything_runs_then_stripped(
 
 _RUNNER = """
 import sys
-from stackflow.migrations.command import migrate
-from stackflow.migrations.target import parse_mysql_url
+from stackflow.migrator.command import migrate
+from stackflow.migrator.target import parse_mysql_url
 from stackflow.settings import MigrationSettings
 migrate(parse_mysql_url(sys.argv[1]), MigrationSettings(lock_timeout_s=30), protected=False, folder=__import__("pathlib").Path(sys.argv[2]))
 """
@@ -519,7 +519,7 @@ _FIRST_RELEASE_DDL = f"""CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (
 def test_a_history_table_from_the_first_release_is_upgraded_in_place(
     fresh_schema: MysqlTarget, tmp_path: Path
 ) -> None:
-    from stackflow.migrations.files import load_migrations
+    from stackflow.migrator.files import load_migrations
 
     folder = abc(tmp_path)
     files = load_migrations(folder)

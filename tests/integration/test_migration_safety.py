@@ -18,9 +18,9 @@ from cli.commands.migrate import run as cli_run
 from programs.database import DatabaseOutputs
 from stackflow.localdb import grant_database
 from stackflow.localprefect import PrefectServer
-from stackflow.migrations.errors import MigrationDestructiveChange, MigrationRefused
-from stackflow.migrations.plan import pending_plan
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.errors import MigrationDestructiveChange, MigrationRefused
+from stackflow.migrator.plan import pending_plan
+from stackflow.migrator.target import MysqlTarget
 from stackflow.plan import DeployPlan
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import Settings, get_settings

@@ -19,10 +19,10 @@ from cli.commands.migrate import add_arguments
 from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
 from stackflow.localprefect import PrefectServer, free_port
-from stackflow.migrations.admin import repair, status
-from stackflow.migrations.apply import MigrateReport, apply_pending
-from stackflow.migrations.connection import WaitAttempt, lock_name, wait_for_database
-from stackflow.migrations.errors import (
+from stackflow.migrator.admin import repair, status
+from stackflow.migrator.apply import MigrateReport, apply_pending
+from stackflow.migrator.connection import WaitAttempt, lock_name, wait_for_database
+from stackflow.migrator.errors import (
     DatabaseAuthError,
     DatabaseUnreachable,
     DatabaseWaitStopped,
@@ -34,8 +34,8 @@ from stackflow.migrations.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.migrations.files import load_migrations
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.files import load_migrations
+from stackflow.migrator.target import MysqlTarget
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import MigrationSettings, get_settings
 from tests.fixtures.mariadb import LocalMariaDB

@@ -9,8 +9,8 @@ import pytest
 
 from stackflow.drift import DRIFTED, DriftMarks
 from stackflow.engine.base import StackSpec
-from stackflow.environments import CloudMismatch, check_cloud, record_outcome, records_of
 from stackflow.records import open_records
+from stackflow.records.environments import CloudMismatch, check_cloud, record_outcome, records_of
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit

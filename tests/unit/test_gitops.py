@@ -217,7 +217,7 @@ def test_git_settings_are_checked_and_credentials_never_in_a_url(tmp_path: Path)
 
 
 def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> None:
-    from stackflow.environments import record_attempt, record_outcome
+    from stackflow.records.environments import record_attempt, record_outcome
     from stackflow.status.records import Outcome, record_migrations, record_outcomes, record_run
     from stackflow.status.report import collect, prometheus
 

@@ -10,9 +10,7 @@ from pydantic import ValidationError
 
 from graph import GRAPH
 from programs.common import UNKNOWN, UNKNOWN_WIRE
-from stackflow.engine import OutputValue
-from stackflow.errors import MissingOutputError, UnknownStackError
-from stackflow.graph import (
+from stackflow.dag import (
     GraphError,
     Node,
     NodeKind,
@@ -20,6 +18,8 @@ from stackflow.graph import (
     parse_outputs,
     project_outputs,
 )
+from stackflow.engine import OutputValue
+from stackflow.errors import MissingOutputError, UnknownStackError
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
@@ -226,8 +226,8 @@ def test_a_program_whose_arguments_refuse_an_unknown_is_named_with_what_to_do() 
     an upstream not deployed yet fails naming the stack, the argument and the type to use."""
     from pydantic import BaseModel
 
+    from stackflow.dag import Upstream
     from stackflow.errors import PermanentStackError
-    from stackflow.graph import Upstream
 
     class Args(BaseModel):
         vpc_id: str

@@ -20,7 +20,7 @@ from graph import GRAPH
 from programs.app import app
 from programs.database import DatabaseOutputs
 from programs.networking import NetworkingOutputs
-from stackflow.graph import GraphError, Node, NodeKind, StackGraph
+from stackflow.dag import GraphError, Node, NodeKind, StackGraph
 from stackflow.later import Later, LaterValueUsed, holds_later, late_program, placeholders
 from stackflow.settings import get_settings
 from tests.unit.pulumi_mocks import AwsMocks, run_program

@@ -114,7 +114,7 @@ def test_the_local_cloud_never_imports_the_migration_runner() -> None:
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sources("stackflow/localcloud")
         for name in imports_of(path)
-        if name == "stackflow.migrations" or name.startswith("stackflow.migrations.")
+        if name == "stackflow.migrator" or name.startswith("stackflow.migrator.")
     ]
     assert sources("stackflow/localcloud"), "no sources found under stackflow/localcloud/"
     assert not offending, offending

@@ -15,10 +15,10 @@ import pytest
 from pydantic import SecretStr
 
 from stackflow import PROJECT_ROOT
-from stackflow.migrations.admin import MigrationStatus, compute_status
-from stackflow.migrations.apply import AppliedMigration, MigrateReport
-from stackflow.migrations.connection import classify, lock_name
-from stackflow.migrations.errors import (
+from stackflow.migrator.admin import MigrationStatus, compute_status
+from stackflow.migrator.apply import AppliedMigration, MigrateReport
+from stackflow.migrator.connection import classify, lock_name
+from stackflow.migrator.errors import (
     DatabaseAuthError,
     DatabaseTLSError,
     MigrationChecksumError,
@@ -28,11 +28,11 @@ from stackflow.migrations.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.migrations.files import FILE_PATTERN, checksum_of, load_migrations
-from stackflow.migrations.history import HistoryRecord
-from stackflow.migrations.plan import compute_plan
-from stackflow.migrations.splitter import split_statements
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.files import FILE_PATTERN, checksum_of, load_migrations
+from stackflow.migrator.history import HistoryRecord
+from stackflow.migrator.plan import compute_plan
+from stackflow.migrator.splitter import split_statements
+from stackflow.migrator.target import MysqlTarget
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from stackflow.migrations.apply import _session_replay, statement_kind
-from stackflow.migrations.guard import refusals
-from stackflow.migrations.lint import lint_statements
-from stackflow.migrations.splitter import split_statements
+from stackflow.migrator.apply import _session_replay, statement_kind
+from stackflow.migrator.guard import refusals
+from stackflow.migrator.lint import lint_statements
+from stackflow.migrator.splitter import split_statements
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import pytest
 
 from flows.pipeline import retry_delays
 from stackflow.engine.base import ChangeCounts, PropertyChange, ResourceChange
-from stackflow.migrations.lint import LintFinding
-from stackflow.migrations.plan import MigrationPlanReport, PendingMigration
+from stackflow.migrator.lint import LintFinding
+from stackflow.migrator.plan import MigrationPlanReport, PendingMigration
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from stackflow.settings import get_settings
 

@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 
 from cli.commands.migrate import add_arguments
-from stackflow.migrations.apply import statement_kind, units_of
-from stackflow.migrations.errors import MigrationFileError
-from stackflow.migrations.files import load_migrations
-from stackflow.migrations.lint import (
+from stackflow.migrator.apply import statement_kind, units_of
+from stackflow.migrator.errors import MigrationFileError
+from stackflow.migrator.files import load_migrations
+from stackflow.migrator.lint import (
     LiveColumn,
     destructive_ok_reason,
     foreign_definers,
     lint_statements,
     strip_definer,
 )
-from stackflow.migrations.splitter import Statement, split_statements
+from stackflow.migrator.splitter import Statement, split_statements
 
 
 def sqls(text: str) -> list[str]:
@@ -113,7 +113,7 @@ def test_splitting_work_grows_linearly() -> None:
     else the machine does, unlike a timing) for 8x the text: linear is ~8x, quadratic ~64x."""
     import sys
 
-    import stackflow.migrations.splitter as splitter
+    import stackflow.migrator.splitter as splitter
 
     chunk = (
         "INSERT INTO t VALUES (1, 'a;b', \"c\"), (2, 'it''s', `x`); -- note; here\n"

@@ -328,7 +328,7 @@ class Workspaces:
     @staticmethod
     def config(spec: StackSpec) -> dict[str, auto.ConfigValue]:
         """The stack's config as the Automation API takes it (what a cloud may see is decided
-        once, in `stackflow.graph.stack_config`)."""
+        once, in `stackflow.dag.stack_config`)."""
         return {
             key: auto.ConfigValue(item.value, secret=item.secret)
             for key, item in spec.config.items()

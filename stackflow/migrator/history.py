@@ -15,8 +15,8 @@ from typing import Any, Literal
 import pymysql
 import pymysql.cursors
 
-from stackflow.migrations.connection import MysqlConnection, server_error
-from stackflow.migrations.files import MAX_DESCRIPTION_CHARS, Migration
+from stackflow.migrator.connection import MysqlConnection, server_error
+from stackflow.migrator.files import MAX_DESCRIPTION_CHARS, Migration
 from stackflow.schema_history import HISTORY_TABLE
 
 _NO_SUCH_TABLE = 1146

@@ -21,29 +21,29 @@ from typing import TYPE_CHECKING, Literal, NoReturn
 import pymysql
 import pymysql.cursors
 
-from stackflow.migrations.checks import prepared_statements
-from stackflow.migrations.connection import (
+from stackflow.migrator.checks import prepared_statements
+from stackflow.migrator.connection import (
     MysqlConnection,
     classify,
     connect,
     migration_lock,
     server_error,
 )
-from stackflow.migrations.errors import (
+from stackflow.migrator.errors import (
     MigrationDestructiveChange,
     MigrationInterrupted,
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.migrations.files import Migration
-from stackflow.migrations.history import (
+from stackflow.migrator.files import Migration
+from stackflow.migrator.history import (
     MAX_ERROR_CHARS,
     HistoryRecord,
     progress_sql,
     start_record,
     update_record,
 )
-from stackflow.migrations.plan import (
+from stackflow.migrator.plan import (
     REPAIR_COMMAND,
     check_pinned,
     checked,
@@ -51,8 +51,8 @@ from stackflow.migrations.plan import (
     interrupted_message,
     read_plan,
 )
-from stackflow.migrations.splitter import Statement
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.splitter import Statement
+from stackflow.migrator.target import MysqlTarget
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings

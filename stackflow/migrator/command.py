@@ -9,10 +9,10 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackflow.migrations.apply import AppliedMigration, MigrateReport, apply_pending
-from stackflow.migrations.connection import WaitAttempt, wait_for_database
-from stackflow.migrations.files import load_migrations
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.apply import AppliedMigration, MigrateReport, apply_pending
+from stackflow.migrator.connection import WaitAttempt, wait_for_database
+from stackflow.migrator.files import load_migrations
+from stackflow.migrator.target import MysqlTarget
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings

@@ -1,7 +1,7 @@
 """Where a MySQL is: `MysqlTarget`, read from a mysql:// URL or from a database stack's outputs.
 
 Values only (no driver, no connection), so settings and the local MariaDB can name a target
-without importing the runner; `stackflow.migrations.connection` connects to one.
+without importing the runner; `stackflow.migrator.connection` connects to one.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from stackflow.migrations.errors import MigrationRefused
-from stackflow.migrations.lint import IDENT, QUALIFIED, normalise
-from stackflow.migrations.splitter import Statement, one_line
+from stackflow.migrator.errors import MigrationRefused
+from stackflow.migrator.lint import IDENT, QUALIFIED, normalise
+from stackflow.migrator.splitter import Statement, one_line
 from stackflow.schema_history import HISTORY_TABLE
 
 # The mysql client's named commands it runs itself when a statement starts with them (`help`,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stackflow.migrations.connection import MysqlConnection
-from stackflow.migrations.errors import MigrationDefinerError, MigrationStatementTooLarge
-from stackflow.migrations.files import Migration
-from stackflow.migrations.lint import ColumnLookup, LiveColumn, foreign_definers, strip_definer
-from stackflow.migrations.splitter import Statement
+from stackflow.migrator.connection import MysqlConnection
+from stackflow.migrator.errors import MigrationDefinerError, MigrationStatementTooLarge
+from stackflow.migrator.files import Migration
+from stackflow.migrator.lint import ColumnLookup, LiveColumn, foreign_definers, strip_definer
+from stackflow.migrator.splitter import Statement
 
 STRIP_DEFINER = "--strip-definer (for every run: strip_definer = true under [migrations] in environments/<name>.toml)"
 

@@ -19,7 +19,7 @@ import pymysql
 import pymysql.cursors
 
 from stackflow.errors import SettingsError, StackflowError
-from stackflow.migrations.errors import (
+from stackflow.migrator.errors import (
     DatabaseAuthError,
     DatabaseTLSError,
     DatabaseUnreachable,
@@ -29,7 +29,7 @@ from stackflow.migrations.errors import (
     MigrationSQLError,
     TransientDatabaseError,
 )
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.target import MysqlTarget
 from stackflow.redact import Redactor
 
 if TYPE_CHECKING:

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from stackflow.migrations.connection import connect, migration_lock
-from stackflow.migrations.errors import MigrationBaselineError
-from stackflow.migrations.files import Migration, load_migrations
-from stackflow.migrations.history import (
+from stackflow.migrator.connection import connect, migration_lock
+from stackflow.migrator.errors import MigrationBaselineError
+from stackflow.migrator.files import Migration, load_migrations
+from stackflow.migrator.history import (
     HistoryRecord,
     delete_failed,
     insert_baseline,
     read_history,
     update_record,
 )
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.target import MysqlTarget
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from stackflow.migrations.errors import MigrationFileError
-from stackflow.migrations.lint import destructive_ok_reason
-from stackflow.migrations.splitter import Statement, split_statements
+from stackflow.migrator.errors import MigrationFileError
+from stackflow.migrator.lint import destructive_ok_reason
+from stackflow.migrator.splitter import Statement, split_statements
 
 FILE_PATTERN = "V<version>__<description>.sql (e.g. V001__create_hello_pulumi.sql)"
 MAX_DESCRIPTION_CHARS = 200  # the history table's description column

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackflow.migrations.checks import (
+from stackflow.migrator.checks import (
     check_sizes,
     live_columns,
     max_allowed_packet,
     prepared_statements,
 )
-from stackflow.migrations.connection import MysqlConnection, connect
-from stackflow.migrations.errors import (
+from stackflow.migrator.connection import MysqlConnection, connect
+from stackflow.migrator.errors import (
     MigrationChecksumError,
     MigrationFailedBefore,
     MigrationInterrupted,
@@ -25,12 +25,12 @@ from stackflow.migrations.errors import (
     MigrationOrderError,
     MigrationPlanChanged,
 )
-from stackflow.migrations.files import Migration, load_migrations
-from stackflow.migrations.guard import check_refusals, refusals
-from stackflow.migrations.history import HistoryRecord, read_history
-from stackflow.migrations.lint import MARKER, ColumnLookup, LintFinding, lint_statements
-from stackflow.migrations.splitter import Statement, one_line
-from stackflow.migrations.target import MysqlTarget
+from stackflow.migrator.files import Migration, load_migrations
+from stackflow.migrator.guard import check_refusals, refusals
+from stackflow.migrator.history import HistoryRecord, read_history
+from stackflow.migrator.lint import MARKER, ColumnLookup, LintFinding, lint_statements
+from stackflow.migrator.splitter import Statement, one_line
+from stackflow.migrator.target import MysqlTarget
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings

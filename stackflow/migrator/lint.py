@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from stackflow.migrations.splitter import Statement
+from stackflow.migrator.splitter import Statement
 
 FindingKind = Literal[
     "drop_table",

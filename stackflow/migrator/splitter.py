@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stackflow.migrations.errors import MigrationFileError
+from stackflow.migrator.errors import MigrationFileError
 
 
 @dataclass(frozen=True)
