@@ -12,6 +12,7 @@ declares the same set (`--write-prefect-yaml` regenerates it from this module).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from datetime import timedelta
@@ -152,15 +153,81 @@ def main(argv: list[str] | None = None) -> int:
     arenas.limit()
     for name, value in arenas.environment().items():  # and the runs it starts: two arenas
         os.environ.setdefault(name, value)
-    from prefect import serve
-
     try:
         deployments = build_deployments(args.environments, args.drift_cron, args.cleanup_cron)
     except ValueError as exc:  # a bad environment name or cron: say which, serve nothing
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    serve(*deployments, limit=args.limit)
+    serve_bounded(deployments, limit=args.limit)
     return 0
+
+
+PAUSE_WITHIN_S = (
+    5.0  # pausing the schedules at shutdown is best effort: a gone server never answers
+)
+EXIT_WITHIN_S = 10.0  # after SIGTERM the process ends by then, whatever still waits
+
+
+def serve_bounded(deployments: list[RunnerDeployment], limit: int) -> None:
+    """Prefect's `serve`, except that a SIGTERM ends the process within EXIT_WITHIN_S even when
+    the Prefect server is gone: pausing the deployments' schedules is tried for PAUSE_WITHIN_S,
+    and what still waits after that (the client's retries of a server that never answers) is
+    cut short, the runs this process started told to stop first."""
+    import asyncio
+    import threading
+
+    import anyio
+    from prefect.exceptions import TerminationSignal
+    from prefect.runner import Runner
+
+    names = ", ".join(sorted(f"{d.flow_name}/{d.name}" for d in deployments))
+
+    class BoundedRunner(Runner):
+        async def __aenter__(self) -> BoundedRunner:
+            await super().__aenter__()
+            print(f"serving {len(deployments)} deployments: {names} (Ctrl-C or SIGTERM stops)")
+            return self
+
+        def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+            timer = threading.Timer(EXIT_WITHIN_S, _exit_now)
+            timer.daemon = True
+            timer.start()
+            super().handle_sigterm(*args, **kwargs)
+
+        async def _pause_schedules(self) -> None:
+            with anyio.move_on_after(PAUSE_WITHIN_S) as scope:
+                await super()._pause_schedules()  # type: ignore[no-untyped-call]
+            if scope.cancelled_caught:
+                self._logger.warning(
+                    "the Prefect server did not answer within %gs: deployments left unpaused",
+                    PAUSE_WITHIN_S,
+                )
+
+    runner = BoundedRunner(pause_on_shutdown=True, limit=limit)
+    for deployment in deployments:
+        runner.add_deployment(deployment)
+    with contextlib.suppress(KeyboardInterrupt, TerminationSignal):
+        asyncio.run(runner.start())
+
+
+def _exit_now() -> None:
+    """The end of a SIGTERM that took too long: the runs this process started get SIGTERM (each
+    ends cancelled), then the process exits without waiting for anything else."""
+    import signal
+    from pathlib import Path
+
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        if parent == me:
+            with contextlib.suppress(OSError):
+                os.kill(int(stat.parent.name), signal.SIGTERM)
+    print("serve: stopped after SIGTERM without waiting for the Prefect server", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

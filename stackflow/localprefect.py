@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stackflow.errors import StackflowError
-from stackflow.processes import clean_environment, runs, start_detached, stop
+from stackflow.processes import clean_environment, runs, start_detached, stop, stop_under
 from stackflow.processes import free_port as free_port  # old home, for branches in flight
 from stackflow.state import StateLayout
 
@@ -311,17 +311,26 @@ def server_record(state_dir: Path) -> dict[str, Any] | None:
 
 def stop_local_prefect(state_dir: Path) -> bool:
     """Stop the state folder's local Prefect server (and, in team mode, its PostgreSQL); whether
-    one was recorded."""
-    home = StateLayout(state_dir).prefect
-    info = _record(home)
-    if info is None:
-        return False
-    pid = int(info.get("pid", 0))
-    if _is_prefect_server(pid):
-        stop_prefect_server(pid)
-    if info.get("database") == "postgres":
+    one was running or recorded.
+
+    A damaged or lost record does not leave a server running: whatever still runs from the
+    folder's Prefect home (found by its PREFECT_HOME) is stopped too, and so is a PostgreSQL
+    running from the folder's `postgres/`.
+    """
+    layout = StateLayout(state_dir)
+    home = layout.prefect
+    try:
+        info = _record(home)
+    except PrefectServerError:  # damaged: what it would have named is found below
+        info = None
+    pid = int((info or {}).get("pid", 0))
+    stopped = _is_prefect_server(pid) and stop(pid, group=True, timeout_s=15.0)
+    leftovers = stop_under(home, variables=("PREFECT_HOME",)) if home.is_dir() else []
+    database = False
+    if layout.postgres.is_dir():  # only when one runs from this folder
         from stackflow.postgres import stop_postgres
 
-        stop_postgres(StateLayout(state_dir).postgres)
+        database = stop_postgres(layout.postgres)
+    recorded = (home / "server.json").exists()
     (home / "server.json").unlink(missing_ok=True)
-    return True
+    return bool(stopped or leftovers or database or recorded)

@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -64,6 +64,66 @@ def runs(pid: int, *needles: str | bytes) -> bool:
     except OSError:
         return not Path("/proc/self").exists()  # exited meanwhile; or no /proc (not Linux)
     return all((n.encode() if isinstance(n, str) else n) in cmdline for n in needles)
+
+
+def processes_under(folder: Path, variables: Collection[str] | None = ()) -> list[int]:
+    """Every live process that runs from `folder`: its command line names a path inside it (a
+    server's data folder, its root), or one of its environment `variables` does (a Prefect
+    server's PREFECT_HOME; None: any variable). This process and its ancestors are never among
+    them. How a server whose record is lost or damaged is still found; without /proc: none."""
+    root = os.fsencode(folder.resolve())
+    skip = _self_and_ancestors()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        if pid in skip:
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes() if variables != () else b""
+        except OSError:
+            continue  # exited meanwhile, or not ours to read
+        inside = any(_inside(arg, root) for arg in cmdline.split(b"\0")) or any(
+            _inside(value, root)
+            for name, _, value in (v.partition(b"=") for v in environ.split(b"\0"))
+            if variables is None or os.fsdecode(name) in variables
+        )
+        if inside and pid_alive(pid):
+            found.append(pid)
+    return sorted(found)
+
+
+def _inside(value: bytes, root: bytes) -> bool:
+    """Whether an argument (`/path`, or `--option=/path`) or a value names a path inside root."""
+    path = value.partition(b"=")[2] if value.startswith(b"-") else value
+    return path == root or path.startswith(root + b"/")
+
+
+def _self_and_ancestors() -> set[int]:
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return found
+
+
+def stop_under(
+    folder: Path, variables: Collection[str] | None = (), timeout_s: float = 15.0
+) -> list[int]:
+    """Stop every process that runs from `folder` (see `processes_under`): SIGTERM to all at
+    once, then SIGKILL to what is left after `timeout_s`. Returns the pids that were running."""
+    pids = processes_under(folder, variables)
+    for pid in pids:
+        send_signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        if not wait_gone(pid, max(0.0, deadline - time.monotonic())):
+            send_signal(pid, signal.SIGKILL)
+            wait_gone(pid, 5.0)
+    return pids
 
 
 # --- ports --------------------------------------------------------------------------------------

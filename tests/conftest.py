@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 pytest_plugins = [
+    "tests.fixtures.reaper",
     "tests.fixtures.prefect_server",
     "tests.fixtures.mariadb",
     "tests.fixtures.localcloud",

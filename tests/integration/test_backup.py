@@ -22,6 +22,7 @@ import pytest
 from stackflow.localprefect import server_record
 from stackflow.postgres import connect, drop_database, postgres_status, stop_postgres
 from stackflow.processes import free_port
+from tests.fixtures.reaper import watch
 from tests.realenv import cli, process_env, real_variables
 
 # The longer tier (`-m slow`, which .ci/run also runs): team operations are issue 21's point 7,
@@ -34,6 +35,7 @@ def team_state(local_cloud: Any, prefect_server: Any) -> Iterator[dict[str, Any]
     """A state folder the `postgres` OS user can pass through (not pytest's 0700 one), and the
     variables of a one-machine team setup in it; its servers are stopped afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="stackflow-backup-"))
+    watch(folder)  # stopped when pytest ends, however it ends
     folder.chmod(0o711)
     state = folder / "state"
     variables = real_variables(state, local_cloud, prefect_server)

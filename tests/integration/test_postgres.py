@@ -31,6 +31,7 @@ from stackflow.postgres import (
     stop_postgres,
 )
 from stackflow.postgres.host import server_account
+from tests.fixtures.reaper import watch
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.integration
 def own_server_dir() -> Iterator[Path]:
     """A private folder for a server of this test's own (not the session's)."""
     base = Path(tempfile.mkdtemp(prefix="stackflow-pg-own-"))
+    watch(base)  # stopped when pytest ends, however it ends
     try:
         yield base
     finally:

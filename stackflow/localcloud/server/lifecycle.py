@@ -31,9 +31,11 @@ from stackflow.localcloud.server.record import (
 from stackflow.processes import (
     clean_environment,
     folder_lock,
+    processes_under,
     runs,
     start_detached,
     stop,
+    stop_under,
     wait_gone,
     wait_port_free,
 )
@@ -55,12 +57,35 @@ def _is_cloud_server(pid: int, root: Path) -> bool:
 
 
 def cloud_status(root: Path) -> CloudServer | None:
-    """The state folder's local cloud server if its process is alive, else None."""
+    """The state folder's local cloud server if its process is alive, else None. A server whose
+    record is damaged or lost is found by its command line (it names this root) all the same."""
     root = root.resolve()
     server = read_record(root)
-    if server is None or not _is_cloud_server(server.pid, root):
-        return None
-    return server
+    if server is not None and _is_cloud_server(server.pid, root):
+        return server
+    return _found_running(root)
+
+
+def _found_running(root: Path) -> CloudServer | None:
+    """The root's server as its own command line describes it (its record cannot tell)."""
+    for pid in processes_under(root):
+        if not _is_cloud_server(pid, root):
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+
+        port = int(_option(argv, "--port", str(DEFAULT_PORT)))
+        region = _option(argv, "--region", DEFAULT_REGION)
+        url = f"http://127.0.0.1:{port}"
+        return CloudServer(url, pid, root, port, region, "--no-dataplane" not in argv)
+    return None
+
+
+def _option(argv: list[str], name: str, default: str) -> str:
+    """The value after `name` in a command line (default: not there)."""
+    return argv[argv.index(name) + 1] if name in argv[:-1] else default
 
 
 def _start(root: Path, port: int, region: str, dataplane: bool) -> CloudServer:
@@ -206,6 +231,7 @@ def stop_cloud(root: Path) -> bool:
                     load_dataplane(root, url, region).stop_all()
                 except Exception as exc:  # best effort: nothing is running that we know of
                     log.warning("stopping the local cloud's data plane failed: %s", exc)
+            stop_under(root)  # what outlived its server and its records (a killed server's MariaDB)
             forget_record(root)
             return False
         try:
@@ -214,5 +240,6 @@ def stop_cloud(root: Path) -> bool:
             log.warning("the local cloud server did not take the shutdown call: %s", exc)
         if not wait_gone(server.pid, _STOP_TIMEOUT_S):
             stop(server.pid, group=True, timeout_s=_STOP_TIMEOUT_S)
+        stop_under(root)  # a data plane its records no longer name (a damaged record)
         forget_record(root)
         return True

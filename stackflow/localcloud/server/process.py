@@ -8,6 +8,7 @@ may call the API), writes `server.json` and says it is ready; it runs until SIGT
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -78,8 +79,14 @@ def serve(root: Path, port: int, region: str, *, dataplane: bool = True) -> int:
     )
     serving.start()
     threading.Thread(target=app.warm, name="cloud-warm", daemon=True).start()
+    signalled = threading.Event()  # SIGTERM/SIGINT: the databases end with the server
+
+    def on_signal(*_: object) -> None:
+        signalled.set()
+        app.stop_requested.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: app.stop_requested.set())
+        signal.signal(signum, on_signal)
     try:
         app.dataplane.start_all()  # after serving starts: the data plane may call the API
         app.dataplane.keep_alive()
@@ -90,6 +97,9 @@ def serve(root: Path, port: int, region: str, *, dataplane: bool = True) -> int:
             pass
     finally:
         app.stopping = True
+        if signalled.is_set():  # the keeper stops first: it starts none of them again
+            with contextlib.suppress(Exception):
+                app.dataplane.stop_all()
         httpd.shutdown()
         forget_record(root, os.getpid())
         log.info("local cloud on %s stopped", url)
