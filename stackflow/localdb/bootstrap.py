@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from stackflow.localdb.errors import MariaDBBootstrapError
@@ -37,37 +39,74 @@ def install(
     log_file = install_log(base_dir)
     log_file.unlink(missing_ok=True)
     code = 0
-    for attempt in range(1, _INSTALL_ATTEMPTS + 1):
-        shutil.rmtree(staging, ignore_errors=True)
-        args = [
-            install_db,
-            "--no-defaults",
-            f"--datadir={staging}",
-            f"--tmpdir={private_tmpdir(base_dir)}",
-            "--auth-root-authentication-method=socket",
-            "--skip-test-db",
-            *server_args,  # passed on to the bootstrap mariadbd (InnoDB sizes must match the runs)
-        ]
-        if os.geteuid() == 0:
-            args.append("--user=root")
-        else:
-            args.append(f"--auth-root-socket-user={admin_user()}")
-        with log_file.open("ab") as out:
-            out.write(f"== try {attempt} of {_INSTALL_ATTEMPTS}: {' '.join(args)}\n".encode())
-            out.flush()
-            code = subprocess.run(
-                args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            ).returncode
-        if code == 0:
-            staging.rename(data)
-            return
-        log(f"mariadb-install-db failed (exit {code}, try {attempt}); see {log_file}")
+    with _plain_path(base_dir) as plain:  # mariadb-install-db splits paths at spaces
+        for attempt in range(1, _INSTALL_ATTEMPTS + 1):
+            shutil.rmtree(staging, ignore_errors=True)
+            code = _install_once(
+                install_db, plain, staging, base_dir, server_args, log_file, attempt
+            )
+            if code == 0:
+                staging.rename(data)
+                return
+            log(f"mariadb-install-db failed (exit {code}, try {attempt}); see {log_file}")
     shutil.rmtree(staging, ignore_errors=True)
     raise MariaDBBootstrapError(
         f"mariadb-install-db failed {_INSTALL_ATTEMPTS} times (last exit {code}); its log is "
         f"{log_file}:\n{log_tail(log_file)}",
         log_file,
     )
+
+
+@contextlib.contextmanager
+def _plain_path(base_dir: Path) -> Iterator[Path]:
+    """`base_dir`, or, when its path holds a space or a letter outside ASCII (which the install
+    script's unquoted shell variables split or mangle), a link to it from a private temporary
+    folder of a plain name, removed afterwards."""
+    path = str(base_dir.resolve())
+    if path.isascii() and not any(c.isspace() for c in path):
+        yield base_dir.resolve()
+        return
+    alias_dir = Path(tempfile.mkdtemp(prefix="stackflow-mariadb-"))
+    try:
+        (alias_dir / "base").symlink_to(base_dir.resolve(), target_is_directory=True)
+        yield alias_dir / "base"
+    finally:
+        shutil.rmtree(alias_dir, ignore_errors=True)  # the link only, never what it points to
+
+
+def _install_once(
+    install_db: str,
+    plain: Path,
+    staging: Path,
+    base_dir: Path,
+    server_args: Sequence[str],
+    log_file: Path,
+    attempt: int,
+) -> int:
+    """One run of mariadb-install-db into `staging`, its paths spelt through `plain`."""
+
+    def spelt(path: Path) -> Path:
+        return plain / path.resolve().relative_to(base_dir.resolve())
+
+    args = [
+        install_db,
+        "--no-defaults",
+        f"--datadir={spelt(staging)}",
+        f"--tmpdir={spelt(private_tmpdir(base_dir))}",
+        "--auth-root-authentication-method=socket",
+        "--skip-test-db",
+        *server_args,  # passed on to the bootstrap mariadbd (InnoDB sizes must match the runs)
+    ]
+    if os.geteuid() == 0:
+        args.append("--user=root")
+    else:
+        args.append(f"--auth-root-socket-user={admin_user()}")
+    with log_file.open("ab") as out:
+        out.write(f"== try {attempt} of {_INSTALL_ATTEMPTS}: {' '.join(args)}\n".encode())
+        out.flush()
+        return subprocess.run(
+            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        ).returncode
 
 
 def copy_template(template: Path, data: Path, log: Callable[[str], None]) -> None:
