@@ -72,6 +72,17 @@ class StampSeal:
             raise ValueError("incorrect passphrase") from None
 
 
+def passphrase_source(settings: Settings) -> str:
+    """Where `state_passphrase` reads the passphrase from, as an error names it."""
+    if settings.state_passphrase is not None:
+        return "STACKFLOW_STATE_PASSPHRASE"
+    if settings.cloud == "local":
+        from stackflow.localcloud.paths import passphrase_file
+
+        return f"the local cloud's passphrase file {passphrase_file(settings.localcloud_root)}"
+    return "no passphrase (STACKFLOW_STATE_PASSPHRASE is not set)"
+
+
 def state_passphrase(settings: Settings) -> str | None:
     """The passphrase that seals secrets at rest: the configured one, else the one generated for
     the local cloud; None on AWS with a KMS secrets provider."""

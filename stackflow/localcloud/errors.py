@@ -17,6 +17,10 @@ class JournalError(CloudServerError):
     """The local cloud's journal has a damaged line: the server will not start on it."""
 
 
+class PassphraseFileError(StackflowError):
+    """The local cloud's passphrase file cannot be read (names the file)."""
+
+
 class DataplaneError(StackflowError):
     """The data plane could not serve a database or load balancer (names which, and why)."""
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackflow.localcloud.errors import PassphraseFileError
 from stackflow.state import StateLayout
 
 if TYPE_CHECKING:
@@ -63,6 +65,11 @@ def surveys_dir(root: Path) -> Path:
     return root / "surveys"
 
 
+def passphrase_file(root: Path) -> Path:
+    """The file that holds the local cloud's passphrase."""
+    return root / "passphrase"
+
+
 def passphrase(root: Path) -> str:
     """The local cloud's passphrase: generated once (`secrets.token_urlsafe(32)`), kept 0600.
 
@@ -75,11 +82,10 @@ def passphrase(root: Path) -> str:
     Returns:
         The passphrase (never log it).
     """
-    path = root / "passphrase"
-    with contextlib.suppress(FileNotFoundError):
-        existing = path.read_text().strip()
-        if existing:
-            return existing
+    path = passphrase_file(root)
+    existing = _read_passphrase(path)
+    if existing:
+        return existing
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     staging = root / f".passphrase.{os.getpid()}.{secrets.token_hex(4)}"
     fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -93,7 +99,43 @@ def passphrase(root: Path) -> str:
             os.link(staging, path)
     finally:
         staging.unlink(missing_ok=True)
-    return path.read_text().strip()
+    found = _read_passphrase(path)
+    if not found:
+        raise PassphraseFileError(_damaged(path, "it is empty"))
+    return found
+
+
+def _read_passphrase(path: Path) -> str | None:
+    """The passphrase in `path`; None when there is no such file.
+
+    Raises:
+        PassphraseFileError: it cannot be read, or it is not the text this module writes.
+    """
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PassphraseFileError(_damaged(path, exc.strerror or type(exc).__name__)) from None
+    try:
+        found = text.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise PassphraseFileError(_damaged(path, "it holds bytes that are not text")) from None
+    if found and not _PASSPHRASE.fullmatch(found):
+        raise PassphraseFileError(_damaged(path, "it is not a passphrase this project wrote"))
+    return found
+
+
+_PASSPHRASE = re.compile(r"[A-Za-z0-9_-]{16,}")  # secrets.token_urlsafe's alphabet
+
+
+def _damaged(path: Path, why: str) -> str:
+    return (
+        f"the local cloud's passphrase file {path} is damaged ({why}); it seals the secrets of "
+        "every stack on this local cloud. what to do: put the file back from a backup of the "
+        "state folder; if it is lost, the local cloud's stacks cannot be opened: remove the state "
+        "folder's localcloud/ and workspaces/ to start over"
+    )
 
 
 def journal_key(root: Path) -> Fernet:

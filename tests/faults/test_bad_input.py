@@ -441,7 +441,8 @@ CASES = [
         at("up"),
         1,
         rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
-        r"\(STACKFLOW_STATE_PASSPHRASE",
+        r"\(STACKFLOW_STATE_PASSPHRASE.*\(read from the local cloud's passphrase file "
+        r"\S*localcloud/passphrase\)",
         env={"STACKFLOW_STATE_PASSPHRASE": None},
     ),
     Case(
@@ -457,7 +458,7 @@ CASES = [
         at("up"),
         1,
         rf"stack '{ENVIRONMENT}/database': the Pulumi state passphrase is missing or wrong "
-        r"\(STACKFLOW_STATE_PASSPHRASE",
+        r"\(STACKFLOW_STATE_PASSPHRASE.*\(read from STACKFLOW_STATE_PASSPHRASE\)",
         env={"STACKFLOW_STATE_PASSPHRASE": WRONG_PASSPHRASE},
         leaks=(WRONG_PASSPHRASE,),
     ),

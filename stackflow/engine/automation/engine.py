@@ -37,12 +37,19 @@ from stackflow.engine.base import (
     StackState,
     Stopwatch,
 )
-from stackflow.engine.classify import classify, error_detail, is_lock_conflict, scrub_plan_violation
+from stackflow.engine.classify import (
+    classify,
+    diagnose,
+    error_detail,
+    is_lock_conflict,
+    scrub_plan_violation,
+)
 from stackflow.engine.classify import is_transient_error as is_transient_error
 from stackflow.engine.pending import Recovery
 from stackflow.engine.versions import engine_versions
 from stackflow.errors import OperationCancelled, PermanentStackError, StackError, StackflowError
 from stackflow.redact import Redactor
+from stackflow.secretbox import passphrase_source
 from stackflow.settings import Settings
 
 T = TypeVar("T")
@@ -121,6 +128,10 @@ class AutomationEngine:
                 redactor(f"operation cancelled on request; the CLI said: {error_detail(exc)}"),
             )
         error = classify(exc, spec.label, redactor)
+        if diagnose(exc).category == "passphrase":  # say where the passphrase in use came from
+            error = type(error)(
+                spec.label, f"{error.reason} (read from {passphrase_source(self.settings)})"
+            )
         if locked and run and conflicts > self.settings.stack_retries:
             return PermanentStackError(
                 spec.label, redactor(stale_lock_advice(self.ws, spec, conflicts, error))

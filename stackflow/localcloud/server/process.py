@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from stackflow.localcloud.errors import JournalError
+from stackflow.localcloud.errors import JournalError, PassphraseFileError
 from stackflow.localcloud.paths import knobs_path, passphrase
 from stackflow.localcloud.server.app import CloudApp
 from stackflow.localcloud.server.determinism import install_determinism
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         code = serve(args.root.resolve(), args.port, args.region, dataplane=args.dataplane)
-    except JournalError as exc:  # the caller shows this log's tail: the reason, no traceback
+    except (JournalError, PassphraseFileError) as exc:  # the caller shows this log's tail
         log.error("%s", exc)
         code = 1
     logging.shutdown()
