@@ -158,7 +158,9 @@ def walk_graph(
             walk.interrupted = True
             started = not exc.reason.startswith("not started")
             note = (
-                "interrupted: Pulumi cancelled the update after the operations in flight"
+                ctx.redactor(exc.reason.split("; ", 1)[0])  # a stall: what bound it hit
+                if exc.reason.startswith("stopped: ")
+                else "interrupted: Pulumi cancelled the update after the operations in flight"
                 if started
                 else "the run was interrupted first"
             )

@@ -122,6 +122,26 @@ class Settings(BaseModel):
         le=600,
         description="First retry delay in seconds; doubles each retry, with jitter.",
     )
+    stall_timeout_s: float = Field(
+        2700.0,
+        ge=1,
+        le=86400,
+        description=(
+            "An engine command that prints nothing for this long (a provider call that never "
+            "answers) is cancelled and the run ends interrupted; longer than AWS's slowest create "
+            "(an RDS instance: up to 40 minutes)."
+        ),
+    )
+    cancel_grace_s: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        description=(
+            "After a cancel (Ctrl-C, SIGTERM, Cancel in Prefect, a stall), how long Pulumi may "
+            "take to finish the calls in flight before its process is stopped; what it left "
+            "pending is imported or cleared by the next run."
+        ),
+    )
     pulumi_org: str | None = Field(
         None, max_length=100, description="Pulumi Cloud organisation (optional)."
     )

@@ -53,6 +53,8 @@ HOMES: dict[Key, frozenset[str]] = {
     ("secrets_provider",): _PM,
     ("stack_retries",): _PM,
     ("retry_delay_s",): _PM,
+    ("stall_timeout_s",): _PM,
+    ("cancel_grace_s",): _PM,
     ("project_dir",): _M,
     ("state_dir",): _M,
     ("state_passphrase",): _M,

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from itertools import pairwise
 from pathlib import Path
@@ -45,12 +46,21 @@ class RunningCommands:
     """The `pulumi` processes this engine runs, by stack: so a cancel reaches exactly ours.
 
     `on_locking(work_dir, pid)` is told when a command that takes the stack's lock starts (the
-    holder record keeps its pid, see `stackflow.holders`)."""
+    holder record keeps its pid, see `stackflow.holders`).
 
-    def __init__(self) -> None:
+    Bounds: a command that prints nothing for `stall_timeout_s` (a provider call that never
+    answers) gets Pulumi's graceful cancel, and the reason is kept for its workspace
+    (`take_stalled`); after any cancel, a command still running `cancel_grace_s` later is stopped
+    with its whole process group (its plugins): what it left pending the next run heals.
+    """
+
+    def __init__(self, stall_timeout_s: float = 2700.0, cancel_grace_s: float = 60.0) -> None:
         self._lock = threading.Lock()
         self._by_stack: dict[str, set[subprocess.Popen[str]]] = {}
+        self._stalled: dict[str, str] = {}
         self.on_locking: Callable[[str, int], None] | None = None
+        self.stall_timeout_s = stall_timeout_s
+        self.cancel_grace_s = cancel_grace_s
 
     @contextlib.contextmanager
     def running(self, stack: str, process: subprocess.Popen[str]) -> Iterator[None]:
@@ -63,7 +73,8 @@ class RunningCommands:
                 self._by_stack.get(stack, set()).discard(process)
 
     def interrupt(self, stack: str) -> int:
-        """Send SIGINT to every running `pulumi` of `stack` (Pulumi's graceful cancel); how many."""
+        """Send SIGINT to every running `pulumi` of `stack` (Pulumi's graceful cancel); how many.
+        One still running `cancel_grace_s` later is stopped (see the class)."""
         with self._lock:
             processes = list(self._by_stack.get(stack, ()))
         sent = 0
@@ -72,7 +83,46 @@ class RunningCommands:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(process.pid, signal.SIGINT)
                     sent += 1
+                self._stop_later(process)
         return sent
+
+    def _stop_later(self, process: subprocess.Popen[str]) -> None:
+        timer = threading.Timer(self.cancel_grace_s, _stop_group, args=(process,))
+        timer.daemon = True
+        timer.start()
+
+    def wait(self, process: subprocess.Popen[str], work_dir: str, last_output: list[float]) -> int:
+        """Wait for `process` to end, cancelling it when it prints nothing for
+        `stall_timeout_s`; its exit code."""
+        while True:
+            quiet = time.monotonic() - last_output[0]
+            try:
+                return process.wait(timeout=max(0.1, self.stall_timeout_s - quiet))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - last_output[0] < self.stall_timeout_s:
+                    continue  # it spoke meanwhile
+            with self._lock:
+                self._stalled[work_dir] = (
+                    f"stopped: the engine showed no progress for {self.stall_timeout_s:g}s "
+                    "(stall_timeout_s), a provider call that never answered"
+                )
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGINT)
+            self._stop_later(process)
+            return process.wait()
+
+    def take_stalled(self, work_dir: str) -> str | None:
+        """Why the last command in `work_dir` was cancelled for a stall (None: it was not);
+        forgotten once read."""
+        with self._lock:
+            return self._stalled.pop(work_dir, None)
+
+
+def _stop_group(process: subprocess.Popen[str]) -> None:
+    """Stop `process` and its process group (its provider plugins) when it still runs."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def _stack_of(args: list[str]) -> str | None:
@@ -130,9 +180,11 @@ class PulumiCLI(auto.PulumiCommand):
         env["PATH"] = os.pathsep.join([os.path.dirname(self.command), env.get("PATH", "")])
         out: list[str] = []
         err: list[str] = []
+        last_output = [time.monotonic()]  # when it last printed: what a stall is measured from
 
         def consume(stream: Any, callback: Callable[[str], Any] | None, chunks: list[str]) -> None:
             for line in iter(stream.readline, ""):
+                last_output[0] = time.monotonic()
                 stripped = line.rstrip()
                 if callback:
                     callback(stripped)
@@ -166,9 +218,9 @@ class PulumiCLI(auto.PulumiCommand):
                         process.stdin.write(text)
                     with contextlib.suppress(BrokenPipeError):
                         process.stdin.close()
+                code = self.commands.wait(process, cwd, last_output)
                 for reader in readers:
                     reader.join()
-                code = process.wait()
         result = auto.CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
         if code != 0:
             raise create_command_error(result)

@@ -66,7 +66,7 @@ class AutomationEngine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.cloud = settings.cloud
-        self.commands = RunningCommands()
+        self.commands = RunningCommands(settings.stall_timeout_s, settings.cancel_grace_s)
         self.ws = Workspaces(settings, self.commands)
         self._guard = threading.Lock()
         self._running: dict[str, auto.Stack] = {}
@@ -114,6 +114,9 @@ class AutomationEngine:
         self, exc: BaseException, spec: StackSpec, redactor: Redactor, run: bool
     ) -> StackError:
         locked = is_lock_conflict(exc)
+        stalled = self.commands.take_stalled(str(self.ws.work_dir(spec)))
+        if stalled is not None:
+            return OperationCancelled(spec.label, redactor(f"{stalled}; {error_detail(exc)}"))
         with self._guard:
             cancelled = spec.label in self._cancelled
             self._cancelled.discard(spec.label)
