@@ -268,3 +268,11 @@ def _run(
         f"applied ({report.duration_s:.2f}s)"
     )
     return EXIT_OK
+
+
+def run_on_environment(args: argparse.Namespace, settings: Settings) -> int:
+    """`migrate` as the command line runs it: without --database-url or STACKFLOW_DATABASE_URL,
+    on the database the environment's database stack serves."""
+    from graph import database_target
+
+    return run(args, settings, target_from_stack=lambda: database_target(settings))
