@@ -165,12 +165,19 @@ def port_holder(port: int) -> str | None:
     if not inodes:
         return None
     for fd_dir in Path("/proc").glob("[0-9]*/fd"):
-        with contextlib.suppress(OSError):
-            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
-                pid = fd_dir.parent.name
+        with contextlib.suppress(OSError):  # gone meanwhile, or another user's
+            if any(_link(fd) in inodes for fd in fd_dir.iterdir()):
                 name = (fd_dir.parent / "comm").read_text().strip()
-                return f"pid {pid} ({name})"
+                return f"pid {fd_dir.parent.name} ({name})"
     return None
+
+
+def _link(path: Path) -> str:
+    """Where a symbolic link points ("" when it is gone: an fd closed while it was listed)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 def free_port(host: str = LOOPBACK) -> int:
