@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cli.options import chosen_stacks
-from cli.report import fail, report_run
+from cli.report import fail, report_lost, report_run
 from stackflow import exits
 from stackflow.errors import StackflowError
 
@@ -74,8 +74,6 @@ def run_flow_command(
     runner, log_file = run_flow(args, settings, getattr(pipeline, flow), parameters)
     if runner.lost:
         import os
-
-        from cli.report import report_lost
 
         code = report_lost(log_file, as_json=args.json)
         sys.stdout.flush()
