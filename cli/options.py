@@ -84,15 +84,14 @@ def environment(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def cloud(parser: argparse.ArgumentParser) -> None:
-    """--cloud: where to deploy, instead of where the environment's file says."""
-    parser.add_argument(
-        "--cloud",
-        choices=("local", "aws"),
-        action=Once,
-        help="deploy here instead of where the environment's file says (`cloud`; local: moto on "
-        "loopback, never AWS)",
-    )
+def cloud(
+    parser: argparse.ArgumentParser,
+    help: str = "deploy here instead of where the environment's file says (`cloud`; local: "
+    "moto on loopback, never AWS)",
+) -> None:
+    """--cloud: where to deploy, instead of where the environment's file says (`help` for a
+    command whose default is another)."""
+    parser.add_argument("--cloud", choices=("local", "aws"), action=Once, help=help)
 
 
 def stacks(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cli.options import Once
+from cli.options import Once, cloud
 from stackflow import exits
 
 if TYPE_CHECKING:
@@ -27,12 +27,7 @@ if TYPE_CHECKING:
 
 def add_cloud(parser: argparse.ArgumentParser) -> None:
     """--cloud: where to rehearse (the local cloud unless told otherwise)."""
-    parser.add_argument(
-        "--cloud",
-        choices=("local", "aws"),
-        action=Once,
-        help="where to rehearse: local (the default: moto on loopback, never AWS) or aws",
-    )
+    cloud(parser, "where to rehearse: local (the default: moto on loopback, never AWS) or aws")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
