@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cli.command import CodeCommand, Command
 from cli.commands import COMMANDS
@@ -21,16 +21,20 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser, except that a refused command line that asks for --json also gets its
     one JSON object on stdout (as every other outcome does); the refusal is on stderr as ever."""
 
-    wants_json = False
+    def __init__(self, *args: Any, asked: dict[str, bool] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.root = asked is None  # the parser of the whole command line, not a subcommand's
+        self.asked = {} if asked is None else asked  # shared with its subcommands' parsers
 
     def parse_known_args(  # type: ignore[override]  # typeshed's overloads, one body here
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        self.wants_json = "--json" in (sys.argv[1:] if args is None else args)
+        if self.root:
+            self.asked["json"] = "--json" in (sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        if self.wants_json:
+        if self.asked.get("json"):
             print_outcome(message, exits.USAGE, f"`{self.prog} --help` says what it accepts")
         super().error(message)
 
@@ -52,6 +56,7 @@ def build_parser(commands: Sequence[Command | CodeCommand] = COMMANDS) -> argpar
     for command in commands:
         p = sub.add_parser(
             command.name,
+            asked=parser.asked,
             help=command.help,
             description=command.help,
             epilog=exits.help_text(),
