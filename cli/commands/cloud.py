@@ -1,8 +1,8 @@
 """`python flows/run.py cloud start|stop|status|ls|knobs`: the local cloud (moto on loopback), not AWS.
 
-The main CLI adds these options to its `cloud` command and calls `run`. Nothing heavy is imported
-until `run` is called, so `--help` stays fast. `ls` reuses the main parser's `--env/-e` (dest
-`environment`) as its filter.
+The table of commands (cli/commands/__init__.py) gives `cloud` these options and `run`. Nothing
+heavy is imported until `run` is called, so `--help` stays fast. `ls` reuses the shared `--env/-e`
+(dest `environment`) as its filter.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def run(
     """Run `cloud <action>` as the parsed arguments say.
 
     Args:
-        args: parsed options from `add_arguments` (plus the main parser's `environment`).
+        args: parsed options from `add_arguments` (plus the shared `environment`).
         settings: stackflow settings (state_dir, aws.region, localcloud.port).
         out: where the report goes (default stdout).
         err: where the one-line error goes (default stderr).

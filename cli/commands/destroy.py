@@ -27,9 +27,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _unconfirmed_or_guarded(args: argparse.Namespace, settings: Settings) -> None:
-    """Raises:
-    ConfirmationRequired: a protected environment without --yes.
-    DeletionProtected: a chosen stack's guard refuses (its deletion protection is on).
+    """Refuse a destroy that is not confirmed, or that a chosen stack's guard forbids.
+
+    Raises:
+        ConfirmationRequired: a protected environment without --yes.
+        DeletionProtected: a chosen stack's guard refuses (its deletion protection is on).
     """
     settings.confirm_destroy(args.yes)
     from graph import GRAPH

@@ -1,7 +1,7 @@
 """`python flows/run.py migrate`: schema migrations from the command line, without a flow.
 
-The main CLI adds these options to its `migrate` command and calls `run`. Nothing heavy is
-imported until `run` is called, so `--help` stays fast.
+The table of commands (cli/commands/__init__.py) gives `migrate` these options and
+`run_on_environment`. Nothing heavy is imported until `run` is called, so `--help` stays fast.
 """
 
 from __future__ import annotations
