@@ -7,13 +7,28 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from stackflow import exits
 
 
-def fail(message: str, code: int = exits.FAILED, hint: str = "") -> int:
+def fail(
+    message: str,
+    code: int = exits.FAILED,
+    hint: str = "",
+    *,
+    log: Path | None = None,
+    as_json: bool = False,
+) -> int:
     """The last lines of a command that did not succeed: why (one line), then what to do.
+
+    Args:
+        message: why; cut at 600 characters on the screen.
+        code: the exit code (stackflow.exits).
+        hint: what to do, when there is something to say.
+        log: the log that holds all of it, when there is one (the line then names it).
+        as_json: also print the outcome as the one JSON object on stdout (--json, when nothing
+            else was printed there).
 
     Returns:
         `code`, for the caller to exit with.
@@ -21,17 +36,40 @@ def fail(message: str, code: int = exits.FAILED, hint: str = "") -> int:
     from stackflow.localprefect import drain_prefect_queues
 
     drain_prefect_queues()  # so Prefect's workers print nothing after our last line
+    if as_json:
+        print_outcome(message, code, hint, log)
     sys.stdout.flush()  # the summary (stdout) before the reason (stderr), also when both are piped
-    print(f"error: {one_line(message)}", file=sys.stderr)
+    print(f"error: {one_line(message, log=log)}", file=sys.stderr)
     if hint:
         print(f"  what to do: {hint}", file=sys.stderr)
     return code
 
 
-def one_line(text: str, limit: int = 600) -> str:
-    """A message on one line (the engine's reasons quote several of Pulumi's lines)."""
+def print_outcome(
+    message: str, code: int, hint: str = "", log: Path | None = None, file: TextIO | None = None
+) -> None:
+    """A command that did not succeed, as `--json` prints it: one JSON object on stdout (or
+    `file`) with the whole message (never cut), the exit code, what to do and the log (null when
+    there is none)."""
+    outcome = {
+        "error": message,
+        "exit_code": code,
+        "what_to_do": hint or None,
+        "log": str(log) if log is not None else None,
+    }
+    print(json.dumps(outcome, indent=2, sort_keys=True), file=file or sys.stdout, flush=True)
+
+
+def one_line(text: str, limit: int = 600, log: Path | None = None) -> str:
+    """A message on one line (the engine's reasons quote several of Pulumi's lines), at most
+    `limit` characters and what was left out: where all of it is (`log`), or how much."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "… (all of it is in the log)"
+    if len(flat) <= limit:
+        return flat
+    left_out = (
+        f"all of it is in {log}" if log is not None else f"{len(flat) - limit + 1} more characters"
+    )
+    return flat[: limit - 1] + f"… ({left_out})"
 
 
 def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
@@ -115,11 +153,16 @@ def report_run(
 
     as_json = getattr(args, "json", False)
     log_hint = f"the full log is {log_file} (-v shows it as it comes)"
+    summarised = False  # with --json, the summary is the one object: a failure adds none
+
+    def ended(message: str, code: int, hint: str) -> int:
+        return fail(message, code, hint, log=log_file, as_json=as_json and not summarised)
+
     if error is not None:
         lost = prefect_lost(error)
         if lost:
-            return fail(lost, exits.FAILED, f"{RECOVERY_HINT}; {log_hint}")
-        return bug(error, log_file)
+            return ended(lost, exits.FAILED, f"{RECOVERY_HINT}; {log_hint}")
+        return bug(error, log_file, as_json=as_json)
     if state.is_completed():
         summary = state.result()
         drain_prefect_queues()
@@ -131,12 +174,13 @@ def report_run(
         drain_prefect_queues()
         if isinstance(summary, dict) and "stacks" in summary:
             print_summary(summary, as_json)
+            summarised = True
         message = state.message or state.name
         from flows.pipeline import ApprovalExpired, ApprovalRejected
 
         if state.name in (ApprovalRejected.state_name, ApprovalExpired.state_name):
             expired = state.name == ApprovalExpired.state_name
-            return fail(
+            return ended(
                 message,
                 exits.REJECTED,
                 "run `up` again to see a new plan"
@@ -146,7 +190,7 @@ def report_run(
                     else ""
                 ),
             )
-        return fail(
+        return ended(
             message,
             exits.INTERRUPTED,
             "run the same command again: it clears what the interrupted operations left "
@@ -159,22 +203,23 @@ def report_run(
     except PipelineError as exc:
         if exc.summary:
             print_summary(exc.summary, as_json)  # what did happen, then the reason last
+            summarised = True
         if isinstance(exc, DriftDetected):
             env = exc.summary["environment"] if exc.summary else "<env>"
-            return fail(
+            return ended(
                 str(exc),
                 exits.DRIFT,
                 f"`python flows/run.py up --env {env}` puts the cloud back as the code says; "
                 f"`python flows/run.py refresh --env {env}` takes the cloud's values into state",
             )
-        return fail(str(exc), exits.FAILED, f"fix what it names, then run it again; {log_hint}")
+        return ended(str(exc), exits.FAILED, f"fix what it names, then run it again; {log_hint}")
     except Exception as exc:
         from stackflow.errors import StackflowError
 
         if isinstance(exc, StackflowError):
-            return fail(str(exc), exits.FAILED, log_hint)
-        return bug(exc, log_file)
-    return fail(f"flow ended in state {state.type.value}", exits.FAILED, log_hint)
+            return ended(str(exc), exits.FAILED, log_hint)
+        return bug(exc, log_file, as_json=as_json)
+    return ended(f"flow ended in state {state.type.value}", exits.FAILED, log_hint)
 
 
 RECOVERY_HINT = (
@@ -184,8 +229,9 @@ RECOVERY_HINT = (
 )
 
 
-def report_lost(log_file: Path) -> int:
-    """The run's server stopped answering: say so, naming it, and what to do (exit 1)."""
+def report_lost(log_file: Path, as_json: bool = False) -> int:
+    """The run's server stopped answering: say so, naming it, and what to do (exit 1); with
+    `as_json`, as the one JSON object too."""
     import os
 
     from stackflow.backends import mask_url
@@ -196,6 +242,8 @@ def report_lost(log_file: Path) -> int:
         "were cancelled and nothing new started",
         exits.FAILED,
         f"{RECOVERY_HINT}; the full log is {log_file}",
+        log=log_file,
+        as_json=as_json,
     )
 
 
@@ -227,16 +275,19 @@ def prefect_lost(exc: BaseException) -> str:
     return ""
 
 
-def bug(exc: BaseException, log_file: Path | None = None) -> int:
-    """An error stackflow did not expect: the traceback, where it happened, how to report it."""
+def bug(exc: BaseException, log_file: Path | None = None, as_json: bool = False) -> int:
+    """An error stackflow did not expect: the traceback, where it happened, how to report it;
+    with `as_json`, the one JSON object on stdout too."""
     import traceback
 
+    where = f" and the log {log_file}" if log_file else ""
+    message = (
+        f"unexpected {type(exc).__name__} inside stackflow: this is a bug. Please report it to "
+        f"the stackflow maintainers with the traceback above{where}."
+    )
+    if as_json:
+        print_outcome(message, exits.BUG, log=log_file)
     sys.stdout.flush()
     traceback.print_exception(exc, file=sys.stderr)
-    where = f" and the log {log_file}" if log_file else ""
-    print(
-        f"error: unexpected {type(exc).__name__} inside stackflow: this is a bug. Please report "
-        f"it to the stackflow maintainers with the traceback above{where}.",
-        file=sys.stderr,
-    )
+    print(f"error: {message}", file=sys.stderr)
     return exits.BUG

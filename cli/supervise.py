@@ -9,35 +9,33 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackflow import exits
 
+if TYPE_CHECKING:
+    from prefect import Flow
 
-def run_flow(args: argparse.Namespace, settings: Any, stacks: list[str]) -> tuple[FlowRun, Path]:
+    from stackflow.settings import Settings
+
+
+def run_flow(
+    args: argparse.Namespace, settings: Settings, flow: Flow[..., Any], parameters: dict[str, Any]
+) -> tuple[FlowRun, Path]:
     """Run the command's flow to its end, showing its progress on stderr.
 
     Args:
-        args: the parsed command line (command, --force, --yes, --verbose, --heartbeat).
+        args: the parsed command line (command, --yes, --verbose, --heartbeat, --tag).
         settings: the run's settings (environment, state folder).
-        stacks: the stacks --stacks chose ([]: every stack).
+        flow: the flow to run.
+        parameters: its parameters.
 
     Returns:
         The finished run (its final state, or what the flow call raised) and this command's log.
     """
     from cli.live import make_view, new_log_file, routed_logs
-    from flows.pipeline import FLOWS
     from stackflow.progress import hub
 
-    kwargs: dict[str, Any] = {
-        "environment": settings.environment,
-        "stacks": stacks or None,
-        "cloud": getattr(args, "cloud", None),
-    }
-    if args.command == "up":
-        kwargs["force"] = args.force
-    if args.command == "destroy":
-        kwargs["confirm"] = args.yes
     log_file = new_log_file(settings.state_dir, args.command, settings.environment)
     progress = hub()
     progress.reset()
@@ -49,7 +47,7 @@ def run_flow(args: argparse.Namespace, settings: Any, stacks: list[str]) -> tupl
         progress.subscribed(view.on_event),
         sigterm_interrupts(),
     ):
-        runner = FlowRun(FLOWS[args.command], kwargs, getattr(args, "tags", None) or [])
+        runner = FlowRun(flow, parameters, getattr(args, "tags", None) or [])
         runner.start()
         runner.terminated = _supervise(runner, view, args)
     return runner, log_file

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 ECHO_MAX = 60  # the longest piece of a user's input an error message repeats
 
@@ -15,7 +16,23 @@ def echo(value: str, limit: int = ECHO_MAX) -> str:
 
 
 class StackflowError(Exception):
-    """Root of every error stackflow raises on purpose."""
+    """Root of every error stackflow raises on purpose.
+
+    Attributes:
+        what_to_do: the next step, when the message does not say it (the command line prints it
+            on a `what to do:` line); "" when there is none.
+        log_file: the log that holds all of it (a server's own log), when there is one.
+    """
+
+    what_to_do: str = ""
+    log_file: Path | None = None
+
+    def __init__(self, *args: object, what_to_do: str = "", log_file: Path | None = None) -> None:
+        super().__init__(*args)
+        if what_to_do:
+            self.what_to_do = what_to_do
+        if log_file is not None:
+            self.log_file = log_file
 
 
 class SettingsError(StackflowError, ValueError):

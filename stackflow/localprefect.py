@@ -25,13 +25,36 @@ from pathlib import Path
 from typing import Any
 
 from stackflow.errors import StackflowError
-from stackflow.processes import clean_environment, runs, start_detached, stop, stop_under
+from stackflow.processes import (
+    clean_environment,
+    port_free,
+    port_holder,
+    runs,
+    start_detached,
+    stop,
+    stop_under,
+)
 from stackflow.processes import free_port as free_port  # old home, for branches in flight
 from stackflow.state import StateLayout
 
 
 class PrefectServerError(StackflowError):
     """The local Prefect server did not start."""
+
+
+class PrefectPortBusy(PrefectServerError):
+    """Another program holds the port the local Prefect server is to listen on."""
+
+    def __init__(self, port: int) -> None:
+        holder = port_holder(port) or "another program (which one is not visible to this user)"
+        super().__init__(
+            f"port {port} (STACKFLOW_LOCAL_PREFECT_PORT) is held by {holder}: the local Prefect "
+            "server cannot listen there. Nothing was started.",
+            what_to_do=f"set STACKFLOW_LOCAL_PREFECT_PORT to a free port (in .env or the "
+            f"environment), or stop what holds port {port}; or set PREFECT_API_URL to use a "
+            "Prefect server of your own",
+        )
+        self.port = port
 
 
 @dataclass(frozen=True)
@@ -132,7 +155,9 @@ def start_prefect_server(
         automation: install the zombie automation (`stackflow.crashes`) once it answers.
 
     Raises:
-        PrefectServerError: with the tail of its log when it exits or does not answer in time.
+        PrefectPortBusy: another program holds `port` (named when /proc says which).
+        PrefectServerError: with the tail of what this start wrote to its log when it exits or
+            does not answer in time.
     """
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     url = f"http://127.0.0.1:{port}"
@@ -157,18 +182,26 @@ def start_prefect_server(
         }
     )
     log = home / "server.log"
-    process = start_detached(
-        [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        log=log,
-        env=env,
-        cwd=home,  # its .env (the secrets) is read from here
-        ready=lambda _process: healthy(url, auth_string=auth),
-        what="prefect server",
-        not_ready=f"did not answer on {url}",
-        error=PrefectServerError,
-        timeout_s=timeout,
-        poll_s=0.3,
-    )
+    if not port_free(port):
+        raise PrefectPortBusy(port)
+    try:
+        process = start_detached(
+            [_prefect_executable(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            log=log,
+            env=env,
+            cwd=home,  # its .env (the secrets) is read from here
+            ready=lambda _process: healthy(url, auth_string=auth),
+            what="prefect server",
+            not_ready=f"did not answer on {url}",
+            error=lambda text: PrefectServerError(text, log_file=log),
+            timeout_s=timeout,
+            poll_s=0.3,
+            tail_chars=400,  # the end of its traceback fits the one `error:` line
+        )
+    except PrefectServerError:
+        if not port_free(port):  # taken meanwhile: Prefect's own advice names a flag we lack
+            raise PrefectPortBusy(port) from None
+        raise
     server = PrefectServer(
         url, home, process.pid, log, "postgres" if database_url else "sqlite", auth
     )
@@ -258,6 +291,7 @@ def ensure_local_prefect(
             PostgreSQL, Prefect's basic auth on), or None: whichever runs, else SQLite.
 
     Raises:
+        PrefectPortBusy: another program holds the port (named when /proc says which).
         PrefectServerError: the folder's server runs on another port or database (it is never
             stopped under a run that may use it: `server stop` first), or it did not start.
     """
@@ -282,11 +316,14 @@ def ensure_local_prefect(
         if healthy(url, auth_string=auth):
             return PrefectServer(url, home, int(info["pid"]), home / "server.log", running_on, auth)
     (home / "server.json").unlink(missing_ok=True)
-    if healthy(url):
-        raise PrefectServerError(
-            f"port {port} already answers as a Prefect server that stackflow did not start; set "
-            f"PREFECT_API_URL={url}/api to use it, or STACKFLOW_LOCAL_PREFECT_PORT to another port"
-        )
+    if not port_free(port):  # named before anything starts (team mode: its PostgreSQL)
+        if healthy(url):
+            raise PrefectServerError(
+                f"port {port} already answers as a Prefect server that stackflow did not start; "
+                f"set PREFECT_API_URL={url}/api to use it, or STACKFLOW_LOCAL_PREFECT_PORT to "
+                "another port"
+            )
+        raise PrefectPortBusy(port)
     team = database == "postgres"
     if say is not None:
         where = "PostgreSQL (team mode)" if team else "SQLite"

@@ -151,6 +151,35 @@ def wait_port_free(port: int, host: str = LOOPBACK, wait_s: float = 5.0) -> bool
     return True
 
 
+def port_holder(port: int) -> str | None:
+    """What listens on TCP `port` (any address): "pid N (name)", from /proc; None when that cannot
+    be found (no /proc, or another user's process). The name is the program's, never its
+    arguments (another program's command line may hold a secret)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for row in Path(table).read_text().splitlines()[1:]:
+                fields = row.split()  # sl, local address, remote address, state, ..., inode
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or another user's
+            if any(_link(fd) in inodes for fd in fd_dir.iterdir()):
+                name = (fd_dir.parent / "comm").read_text().strip()
+                return f"pid {fd_dir.parent.name} ({name})"
+    return None
+
+
+def _link(path: Path) -> str:
+    """Where a symbolic link points ("" when it is gone: an fd closed while it was listed)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """A TCP port on `host` that nothing listens on right now."""
     with socket.socket() as s:
@@ -177,10 +206,17 @@ def folder_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def log_tail(path: Path, chars: int = 2000) -> str:
-    """The end of a log file, for an error message ("(no log)" when it cannot be read)."""
+def log_tail(path: Path, chars: int = 2000, since: int = 0) -> str:
+    """The end of a log file, for an error message ("(no log)" when it cannot be read).
+
+    Args:
+        since: where this start's lines begin (the file's size before it): a log appended to by
+            every start never shows an earlier start's lines as this one's.
+    """
     try:
-        return path.read_text(errors="replace")[-chars:]
+        with path.open("rb") as handle:
+            handle.seek(since)
+            return handle.read().decode(errors="replace")[-chars:]
     except OSError:
         return "(no log)"
 
@@ -223,9 +259,11 @@ def start_detached(
 
     Raises:
         Exception: made by `error`, when it exits before it is ready or is not ready in time
-            (then it is stopped); the message ends with the tail of its log.
+            (then it is stopped); the message ends with the tail of what this start wrote to its
+            log (never an earlier start's lines).
     """
     with log.open("ab") as out:
+        since = out.seek(0, os.SEEK_END)  # this start's lines begin here
         process = subprocess.Popen(
             list(argv),
             stdout=out,
@@ -242,14 +280,15 @@ def start_detached(
         if process.poll() is not None:
             raise error(
                 f"{what} exited at start (exit {process.returncode}); {log}:\n"
-                f"{log_tail(log, tail_chars)}"
+                f"{log_tail(log, tail_chars, since)}"
             )
         if ready(process):
             return process
         if time.monotonic() > deadline:
             stop(process.pid, group=True)
             raise error(
-                f"{what} {not_ready} within {timeout_s:g}s; {log}:\n{log_tail(log, tail_chars)}"
+                f"{what} {not_ready} within {timeout_s:g}s; {log}:\n"
+                f"{log_tail(log, tail_chars, since)}"
             )
         time.sleep(poll_s)
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stackflow.errors import StackflowError
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
 
 
 class NoTeamDatabase(StackflowError, ValueError):
@@ -20,7 +23,7 @@ class PrefectStillRunning(StackflowError, ValueError):
     """A restore would replace Prefect's database under the running server."""
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """Back up or restore; 0.
 
     Raises:
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def _prefect_running(settings: Any) -> bool:
+def _prefect_running(settings: Settings) -> bool:
     from stackflow.localprefect import server_record
     from stackflow.processes import pid_alive
 

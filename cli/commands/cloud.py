@@ -1,8 +1,8 @@
 """`python flows/run.py cloud start|stop|status|ls|knobs`: the local cloud (moto on loopback), not AWS.
 
-The main CLI adds these options to its `cloud` command and calls `run`. Nothing heavy is imported
-until `run` is called, so `--help` stays fast. `ls` reuses the main parser's `--env/-e` (dest
-`environment`) as its filter.
+The table of commands (cli/commands/__init__.py) gives `cloud` these options and `run`. Nothing
+heavy is imported until `run` is called, so `--help` stays fast. `ls` reuses the shared `--env/-e`
+(dest `environment`) as its filter.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from stackflow.localcloud.inventory import Row
     from stackflow.localcloud.server import CloudServer
+    from stackflow.settings import Settings
 
 ACTIONS = ("start", "stop", "status", "ls", "knobs")
 DEFAULT_PORT = 4566
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _port(settings: Any) -> int:
+def _port(settings: Settings) -> int:
     return int(settings.localcloud.port)
 
 
@@ -83,7 +84,7 @@ def _row_dict(row: Row) -> dict[str, str]:
 
 def run(
     args: argparse.Namespace,
-    settings: Any,
+    settings: Settings,
     *,
     out: TextIO | None = None,
     err: TextIO | None = None,
@@ -91,7 +92,7 @@ def run(
     """Run `cloud <action>` as the parsed arguments say.
 
     Args:
-        args: parsed options from `add_arguments` (plus the main parser's `environment`).
+        args: parsed options from `add_arguments` (plus the shared `environment`).
         settings: stackflow settings (state_dir, aws.region, localcloud.port).
         out: where the report goes (default stdout).
         err: where the one-line error goes (default stderr).
@@ -99,6 +100,7 @@ def run(
     Returns:
         0 on success; 1 when the local cloud could not be started, stopped or listed.
     """
+    from cli.report import print_outcome
     from stackflow.errors import StackflowError
 
     out = out or sys.stdout
@@ -107,25 +109,28 @@ def run(
     def say(text: str) -> None:
         print(text, file=out, flush=True)
 
+    def failed(message: str, code: int) -> int:
+        if args.json:  # the one JSON object of every outcome
+            print_outcome(message, code, file=out)
+        print(f"error: {message}", file=err, flush=True)
+        return code
+
     progress: Callable[[str], object] = (lambda _t: None) if args.json else say
     if args.action != "knobs" and (args.knobs_set is not None or args.knobs_clear):
-        print(
-            f"error: --set and --clear belong to `cloud knobs`, not `cloud {args.action}`", file=err
+        return failed(
+            f"--set and --clear belong to `cloud knobs`, not `cloud {args.action}`", EXIT_USAGE
         )
-        return EXIT_USAGE
     try:
         return _run(args, settings, say, progress)
     except StackflowError as exc:
-        print(f"error: {exc}", file=err, flush=True)
-        return EXIT_FAILED
+        return failed(str(exc), EXIT_FAILED)
     except OSError as exc:  # the server is recorded as running but does not answer
-        print(f"error: the local cloud did not answer: {exc}", file=err, flush=True)
-        return EXIT_FAILED
+        return failed(f"the local cloud did not answer: {exc}", EXIT_FAILED)
 
 
 def _run(
     args: argparse.Namespace,
-    settings: Any,
+    settings: Settings,
     say: Callable[[str], None],
     progress: Callable[[str], object],
 ) -> int:

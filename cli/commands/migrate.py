@@ -1,7 +1,7 @@
 """`python flows/run.py migrate`: schema migrations from the command line, without a flow.
 
-The main CLI adds these options to its `migrate` command and calls `run`. Nothing heavy is
-imported until `run` is called, so `--help` stays fast.
+The table of commands (cli/commands/__init__.py) gives `migrate` these options and
+`run_on_environment`. Nothing heavy is imported until `run` is called, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -268,3 +268,11 @@ def _run(
         f"applied ({report.duration_s:.2f}s)"
     )
     return EXIT_OK
+
+
+def run_on_environment(args: argparse.Namespace, settings: Settings) -> int:
+    """`migrate` as the command line runs it: without --database-url or STACKFLOW_DATABASE_URL,
+    on the database the environment's database stack serves."""
+    from graph import database_target
+
+    return run(args, settings, target_from_stack=lambda: database_target(settings))

@@ -5,12 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
-from cli.parser import chosen_stacks
+from cli.options import chosen_stacks
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add outputs' own options to `parser`."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object keyed by stack")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print each chosen stack's outputs (or one JSON object keyed by stack); 0.
 
     Raises:

@@ -16,14 +16,30 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cli.options import Once, cloud
 from stackflow import exits
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
+
+
+def add_cloud(parser: argparse.ArgumentParser) -> None:
+    """--cloud: where to rehearse (the local cloud unless told otherwise)."""
+    cloud(parser, "where to rehearse: local (the default: moto on loopback, never AWS) or aws")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The rehearse command's own arguments (--stack, which may be given once, --cloud, --json,
-    -v and --heartbeat are added by the main parser)."""
+    """The rehearse command's own arguments (--json, -v and --heartbeat are the runs' own)."""
+    parser.add_argument(
+        "--stack",
+        "-s",
+        metavar="NAME",
+        action=Once,
+        help="the project's stack: whose Pulumi.<stack>.yaml config to use and whose name to "
+        "deploy under (default: the project's only stack file, else dev); give it once",
+    )
     parser.add_argument(
         "path",
         metavar="PATH",
@@ -44,12 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """Rehearse the project at `args.path`; the exit code of how it ended.
 
     Raises:
         ProjectError: the folder is not a Pulumi Python project stackflow can run (exit 2).
     """
+    # The project's own modules are imported in this process: its folder is only read, so no
+    # __pycache__ is written there (nor anywhere else by this process).
+    sys.dont_write_bytecode = True
     import logging
 
     from cli.live import make_view, new_log_file, routed_logs
@@ -217,6 +236,7 @@ def _report(
             exits.TERMINATED if terminated else exits.INTERRUPTED,
             "run the same command again: it clears what the interrupted operation left (its "
             "lock and pending operations) and carries on",
+            log=log_file,
         )
     if isinstance(error, UnservedTypes):
         return fail(
@@ -225,5 +245,8 @@ def _report(
             'nothing was created. The README\'s "The local cloud" section lists what it serves; '
             "rehearse the project on AWS (--cloud aws), or keep those resources out of the "
             "stack you rehearse locally",
+            log=log_file,
         )
-    return fail(str(error), exits.FAILED, f"fix what it names, then run it again; {log_hint}")
+    return fail(
+        str(error), exits.FAILED, f"fix what it names, then run it again; {log_hint}", log=log_file
+    )

@@ -1,5 +1,5 @@
-"""`python flows/run.py server start|stop|status`: the local Prefect server the CLI starts itself
-when PREFECT_API_URL is unset (`stop` stops the local cloud too), and starting it for a run."""
+"""`python flows/run.py server start|stop|status|automation|backup|restore`: the local Prefect
+server the CLI starts itself when PREFECT_API_URL is unset (`stop` stops the local cloud too)."""
 
 from __future__ import annotations
 
@@ -7,89 +7,49 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from cli.options import json_object
 from stackflow.errors import StackflowError
 
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
 
-def use_local_prefect(settings: Any) -> None:
-    """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
-    SQLite unless this state folder runs one in team mode). Runs send heartbeats either way."""
-    api_url = os.environ.get("PREFECT_API_URL")
-    if api_url:
-        auth = os.environ.get("PREFECT_API_AUTH_STRING")
-        _check_reachable(api_url, auth)
-        point_prefect_at(api_url, auth)
-        return
-    from stackflow.localprefect import ensure_local_prefect
 
-    def progress(text: str) -> None:
-        print(text, file=sys.stderr)  # stdout is the summary's (and --json's)
-
-    server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=progress)
-    point_prefect_at(server.api_url, server.auth_string)
-    progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the server command's options to `parser`."""
+    json_object(parser)
+    parser.add_argument(
+        "action",
+        choices=("start", "stop", "status", "automation", "backup", "restore"),
+        help="what to do (automation: install the crashed-run automation on the server "
+        "PREFECT_API_URL names, a team's own; backup FILE / restore FILE: every database of the "
+        "project's PostgreSQL, team mode on this machine)",
+    )
+    parser.add_argument(
+        "file",
+        nargs="?",
+        type=Path,
+        metavar="FILE",
+        help="backup, restore: the backup file (written 0600; a restore replaces exactly the "
+        "databases it holds, with the Prefect server stopped)",
+    )
+    parser.add_argument(
+        "--database",
+        choices=("sqlite", "postgres"),
+        help="start: the server's database. sqlite (the default: one person) or postgres (team "
+        "mode on this machine: the project's own PostgreSQL, which also holds the Pulumi state "
+        "and stackflow's records; Prefect's basic auth on)",
+    )
 
 
 class ServerUsage(StackflowError, ValueError):
     """`server` with a FILE it does not take, or without one it needs."""
 
 
-class PrefectUnreachable(StackflowError):
-    """The Prefect API a command is pointed at does not answer."""
-
-
-def _check_reachable(api_url: str, auth: str | None) -> None:
-    """Name the Prefect API and what to do when it does not answer, before any run starts.
-
-    Raises:
-        PrefectUnreachable: naming PREFECT_API_URL (masked) and the two ways on.
-    """
-    from stackflow.backends import mask_url
-    from stackflow.localprefect import healthy
-
-    base = api_url.rstrip("/").removesuffix("/api")
-    if healthy(base, timeout=5.0, auth_string=auth):
-        return
-    raise PrefectUnreachable(
-        f"the Prefect API at PREFECT_API_URL={mask_url(api_url)} does not answer (or refuses "
-        "its credentials, PREFECT_API_AUTH_STRING): start that server or correct the URL, or "
-        "unset PREFECT_API_URL to run against this project's local server. Nothing was changed."
-    )
-
-
-def point_prefect_at(api_url: str, auth: str | None = None) -> None:
-    """Make this process's Prefect client (every thread's) talk to `api_url` and send heartbeats,
-    through Prefect's own settings (never this process's environment, which children inherit).
-
-    Prefect reads its settings when it is imported, and the cheap refusals may have imported it
-    already (the graph's tasks): the settings of this context and the global ones (threads
-    without a context of their own, such as the Automation API's output readers) both change.
-    """
-    import prefect.context
-    from prefect.settings import (
-        PREFECT_API_AUTH_STRING,
-        PREFECT_API_URL,
-        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-    )
-
-    from stackflow.crashes import HEARTBEAT_S, stop_heartbeats_promptly
-
-    stop_heartbeats_promptly()
-    updates: dict[Any, Any] = {PREFECT_API_URL: api_url}
-    if auth:
-        updates[PREFECT_API_AUTH_STRING] = auth
-    if prefect.context.get_settings_context().settings.flows.heartbeat_frequency is None:
-        updates[PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = HEARTBEAT_S
-    settings = prefect.context.get_settings_context().settings.copy_with_update(updates=updates)
-    context = prefect.context.SettingsContext(
-        profile=prefect.context.get_settings_context().profile, settings=settings
-    )
-    context.__enter__()  # for the rest of this command (the flow run's thread copies it)
-    prefect.context.GLOBAL_SETTINGS_CONTEXT = context
-
-
-def run(args: argparse.Namespace, settings: Any) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """Start, stop or show the local Prefect server (`stop`: the local cloud too); 0."""
     from stackflow.backends import mask_url
     from stackflow.localcloud.server import cloud_status, stop_cloud
@@ -112,9 +72,9 @@ def run(args: argparse.Namespace, settings: Any) -> int:
             else f"server {args.action} takes no FILE (only backup and restore do)"
         )
     if args.action in ("backup", "restore"):
-        from cli.commands import backup
+        from cli.commands.backup import run as backup_or_restore
 
-        return backup.run(args, settings)
+        return backup_or_restore(args, settings)
     if args.action == "start":
         quiet = (lambda text: print(text, file=sys.stderr)) if args.json else print
         server = ensure_local_prefect(
@@ -168,17 +128,20 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def install_on_team_server(args: argparse.Namespace, say: Any) -> int:
+def install_on_team_server(args: argparse.Namespace, say: Callable[[str], object]) -> int:
     """`server automation`: the zombie automation on the server PREFECT_API_URL names (a team's
-    own server; those the project starts get it themselves); 0, or 2 without PREFECT_API_URL."""
+    own server; those the project starts get it themselves); 0.
+
+    Raises:
+        ServerUsage: no PREFECT_API_URL (exit 2).
+    """
     from prefect.client.orchestration import SyncPrefectClient
 
     from stackflow.crashes import AUTOMATION_NAME, install_zombie_automation
 
     api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
-        print("error: set PREFECT_API_URL to the team's Prefect server first", file=sys.stderr)
-        return 2
+        raise ServerUsage("set PREFECT_API_URL to the team's Prefect server first")
     auth = os.environ.get("PREFECT_API_AUTH_STRING") or None
     with SyncPrefectClient(api_url, auth_string=auth) as client:
         created = install_zombie_automation(client)
@@ -188,7 +151,7 @@ def install_on_team_server(args: argparse.Namespace, say: Any) -> int:
     return 0
 
 
-def team_lines(api_url: str, team: dict[str, Any], settings: Any) -> list[str]:
+def team_lines(api_url: str, team: dict[str, Any], settings: Settings) -> list[str]:
     """What a worker or a teammate's shell on this machine sets to use the team-mode server."""
     auth_file = settings.state.prefect / "auth"
     return [

@@ -10,8 +10,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _liveness(settings: Any) -> Any:
+def _liveness(settings: Settings) -> Callable[[str], bool] | None:
     from stackflow.localprefect import server_record
     from stackflow.status.live import prefect_liveness
 
@@ -50,7 +54,7 @@ def write_atomically(path: Path, text: str) -> None:
     staging.replace(path)
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the status (a table, or one JSON object); 0."""
     from graph import GRAPH
     from stackflow.records.environments import records_of

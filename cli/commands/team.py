@@ -8,7 +8,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,7 +60,7 @@ def read_new_passphrase() -> tuple[str, str]:
     return line.removesuffix("\n").removesuffix("\r"), f"standard input (or {NEW_PASSPHRASE})"
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the team operation; 0 when it completed.
 
     Raises:

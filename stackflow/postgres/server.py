@@ -206,6 +206,7 @@ def _start(
     server_log = base_dir / "server.log"
     log(f"starting PostgreSQL (data in {data}, socket in {run}, log {server_log})")
     with server_log.open("ab") as out:
+        since = out.seek(0, os.SEEK_END)  # this start's lines begin here
         process = _spawn(args, account, base_dir, out, detached=True)
     server = PostgresServer(process.pid, base_dir, run, port, host or None)
     deadline = time.monotonic() + _START_TIMEOUT_S
@@ -213,7 +214,7 @@ def _start(
         if process.poll() is not None:
             raise PostgresError(
                 f"postgres exited at start (exit {process.returncode}); {server_log}:\n"
-                f"{log_tail(server_log)}"
+                f"{log_tail(server_log, since=since)}"
             )
         try:
             open_connection(server, "postgres", 2).close()
@@ -223,7 +224,7 @@ def _start(
                 _terminate(process.pid)
                 raise PostgresError(
                     f"postgres did not accept connections within {_START_TIMEOUT_S:g}s; "
-                    f"{server_log}:\n{log_tail(server_log)}"
+                    f"{server_log}:\n{log_tail(server_log, since=since)}"
                 ) from None
             time.sleep(0.05)  # a small cluster is up in a few hundred ms: poll often
 

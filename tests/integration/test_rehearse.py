@@ -241,3 +241,24 @@ def test_a_folder_without_pulumi_yaml_is_refused_naming_the_file(
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"error: {folder / 'Pulumi.yaml'}: no such file" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_rehearsal_leaves_the_projects_folder_as_it_was_with_no_bytecode(
+    cloud_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Local cloud: a preview of a project whose program imports a module of its own, run as a
+    user's shell runs it (Python writes bytecode beside what it imports unless told not to): the
+    folder is byte for byte as it was, with no __pycache__ in it."""
+    folder = write_project(
+        tmp_path / "tidy",
+        "tidy-project",
+        "import pulumi\n\nimport naming\n\npulumi.export('name', naming.NAME)\n",
+        {"naming.py": "NAME = 'tidy'\n"},
+    )
+    before = snapshot(folder)
+    env = {k: v for k, v in cloud_env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    code, summary, err = rehearse(env, str(folder), "--preview")
+    assert code == 0, err
+    assert summary["stacks"][0]["status"] == "previewed", summary
+    assert snapshot(folder) == before
+    assert not list(folder.rglob("__pycache__"))

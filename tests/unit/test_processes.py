@@ -17,6 +17,7 @@ from stackflow.processes import (
     free_port,
     pid_alive,
     port_free,
+    port_holder,
     runs,
     start_detached,
     stop,
@@ -85,6 +86,38 @@ def test_start_detached_names_the_log_and_shows_its_tail_when_the_server_exits(
             timeout_s=30,
         )
     assert str(log) in str(failed.value) and "cannot bind: address in use" in str(failed.value)
+
+
+def test_start_detached_quotes_only_what_this_start_wrote_to_the_log_it_appends_to(
+    tmp_path: Path,
+) -> None:
+    """A server that ran here before left a traceback in the log every start appends to: the
+    error of this start quotes this start's lines, never that one (the log keeps both)."""
+    log = tmp_path / "server.log"
+    log.write_text("Traceback (most recent call last):\nOperationalError: database is locked\n")
+    with pytest.raises(Refused) as failed:
+        start_detached(
+            [sys.executable, "-c", "print('cannot bind: address in use'); raise SystemExit(1)"],
+            log=log,
+            ready=lambda _process: False,
+            what="toy server",
+            not_ready="did not answer",
+            error=Refused,
+            timeout_s=30,
+        )
+    assert "cannot bind: address in use" in str(failed.value)
+    assert "database is locked" not in str(failed.value)
+    assert "database is locked" in log.read_text() and "address in use" in log.read_text()
+
+
+def test_the_program_that_holds_a_port_is_named_by_pid_and_name_only() -> None:
+    port = free_port()
+    assert port_holder(port) is None
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        name = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+        assert port_holder(port) == f"pid {os.getpid()} ({name})"
 
 
 def test_start_detached_stops_a_server_that_is_not_ready_in_time(tmp_path: Path) -> None:

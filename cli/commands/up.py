@@ -1,0 +1,57 @@
+"""`python flows/run.py up`: deploy the environment, every stack in order (the `deploy` flow).
+
+A protected environment's plan waits for approval: at this terminal, with --yes, or in the
+Prefect UI (--approve-in-ui); without a terminal to ask, the run is refused before it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from cli.runs import Refused, run_flow_command
+
+if TYPE_CHECKING:
+    from stackflow.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add up's own options to `parser`."""
+    parser.add_argument("--force", action="store_true", help="update stacks even if unchanged")
+    parser.add_argument(
+        "--approve-in-ui",
+        action="store_true",
+        help="a protected environment's plan waits for a decision in the Prefect UI, with no "
+        "terminal asked (what a sync's run does)",
+    )
+    parser.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="approve the plan of a protected (prod) environment: it is printed, recorded as "
+        "approved at this command line, and applied",
+    )
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Deploy; the exit code of how the run ended."""
+    return run_flow_command(args, settings, "deploy", _no_one_to_ask, force=args.force)
+
+
+def _no_one_to_ask(args: argparse.Namespace, settings: Settings) -> None:
+    """A protected environment's plan needs a decision: refused when no one can give it here.
+
+    Raises:
+        Refused: no --yes, no --approve-in-ui, and no terminal (or --json, which is for scripts).
+    """
+    gated = settings.approval_required and not args.yes and not args.approve_in_ui
+    if gated and (args.json or not sys.stdin.isatty()):
+        raise Refused(
+            f"{settings.environment} is a protected environment: `up` shows its plan and waits "
+            "for approval, and there is no terminal to ask"
+            + (" (--json is for scripts)" if args.json else ""),
+            what_to_do=f"run it in a terminal to see the plan and answer, add --yes to approve "
+            f"the plan it prints, or start deploy/{settings.environment} from the Prefect UI and "
+            "approve it there. Nothing was changed.",
+        )
