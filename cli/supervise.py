@@ -54,7 +54,8 @@ def run_flow(
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, a worker or container stop): handled as an interrupt, ending Crashed."""
+    """SIGTERM (kill, a worker or container stop): handled as an interrupt; the flow run ends
+    Cancelled, as after a Ctrl-C."""
 
 
 @contextlib.contextmanager
@@ -83,7 +84,7 @@ class FlowRun:
         self.flow, self.kwargs, self.tags = flow, kwargs, list(tags or [])
         self.state: Any = None
         self.error: BaseException | None = None
-        self.terminated = False  # ended by SIGTERM (exit 143, the flow run Crashed)
+        self.terminated = False  # ended by SIGTERM (exit 143, the flow run Cancelled)
         self.lost = False  # the Prefect server stopped answering during the run
         self.done = threading.Event()
         context = contextvars.copy_context()  # Prefect's settings, as this thread has them
@@ -148,9 +149,7 @@ def _supervise(runner: FlowRun, view: Any, args: argparse.Namespace) -> bool:
     try:
         while not runner.done.wait(0.1):
             pass
-        if terminated:  # as Prefect ends a run whose process got SIGTERM
-            _end_flow_run(view.board.flow_run_id, crashed=True)
-        return terminated
+        return terminated  # the flow ended itself Cancelled, as after a Ctrl-C
     except KeyboardInterrupt:
         # A second SIGINT makes Pulumi stop at once (what a second Ctrl-C means to it).
         progress.cancel(interrupt=True)
@@ -336,21 +335,16 @@ def _end_lost_run(runner: FlowRun, view: Any, watch: ServerWatch) -> None:
     runner.lost = True
 
 
-def _end_flow_run(flow_run_id: str | None, crashed: bool = False, message: str = "") -> None:
-    """On the way out: after a second Ctrl-C the flow run ends Cancelled, after SIGTERM Crashed
-    (as Prefect ends a run whose process got SIGTERM), never Running forever (best effort: the
-    process exits next, whatever the server says)."""
+def _end_flow_run(flow_run_id: str | None, message: str = "") -> None:
+    """On the way out after a second Ctrl-C: the flow run ends Cancelled, never Running forever
+    (best effort: the process exits next, whatever the server says)."""
     if flow_run_id is None:
         return
     from uuid import UUID
 
     from prefect.client.orchestration import get_client
-    from prefect.states import Cancelled, Crashed
+    from prefect.states import Cancelled
 
-    state: Any = (
-        Crashed(message="terminated (SIGTERM): the running operations were cancelled cleanly")
-        if crashed
-        else Cancelled(message=message or "stopped at once (a second Ctrl-C)")
-    )
+    state: Any = Cancelled(message=message or "stopped at once (a second Ctrl-C)")
     with contextlib.suppress(Exception), get_client(sync_client=True) as client:
         client.set_flow_run_state(UUID(flow_run_id), state, force=True)

@@ -12,7 +12,7 @@ DRIFT = 3  # `drift` found stacks whose cloud resources differ from their state
 REJECTED = 4  # an approval was rejected or timed out: nothing was applied
 BUG = 70  # an unexpected error inside stackflow (a traceback is printed: please report it)
 INTERRUPTED = 130  # Ctrl-C: running operations were cancelled
-TERMINATED = 143  # SIGTERM (kill, a container stop): cancelled; the flow run ends Crashed
+TERMINATED = 143  # SIGTERM (kill, a container stop): cancelled as by Ctrl-C
 
 MEANINGS: dict[int, str] = {
     OK: "success",
@@ -22,7 +22,7 @@ MEANINGS: dict[int, str] = {
     REJECTED: "approval rejected or timed out (nothing applied)",
     BUG: "unexpected error in stackflow (a bug: the traceback says where)",
     INTERRUPTED: "interrupted (Ctrl-C)",
-    TERMINATED: "terminated (SIGTERM): operations cancelled, the flow run Crashed",
+    TERMINATED: "terminated (SIGTERM): operations cancelled, the flow run Cancelled",
 }
 
 

@@ -4,6 +4,7 @@ one Ctrl-C ends it within `cancel_grace_s`. The next run heals what the stopped 
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from pathlib import Path
@@ -54,11 +55,16 @@ def test_a_call_that_never_answers_ends_the_run_interrupted_after_the_stall_boun
     _heals(fault_env)
 
 
-def test_one_ctrl_c_ends_a_call_that_never_answers(fault_env: FaultEnv, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, exits.INTERRUPTED), (signal.SIGTERM, exits.TERMINATED)]
+)
+def test_one_ctrl_c_or_sigterm_ends_a_call_that_never_answers_and_the_run_cancelled(
+    fault_env: FaultEnv, tmp_path: Path, signum: int, code: int
+) -> None:
     fault_env.declare()
     _hang_the_vpc(fault_env)
     log = tmp_path / "up.log"
-    env = {**BOUNDS, "STACKFLOW_STALL_TIMEOUT_S": "3600"}  # only the Ctrl-C ends it
+    env = {**BOUNDS, "STACKFLOW_STALL_TIMEOUT_S": "3600"}  # only the signal ends it
     run = fault_env.start(
         "up", "--env", fault_env.environment, "--stacks", "networking", log=log, env=env
     )
@@ -73,12 +79,29 @@ def test_one_ctrl_c_ends_a_call_that_never_answers(fault_env: FaultEnv, tmp_path
         )
         assert run.poll() is None, log.read_text()
         sent = time.monotonic()
-        run.send_signal(signal.SIGINT)  # one Ctrl-C
-        code = run.wait(timeout=60)
+        run.send_signal(signum)  # once: one Ctrl-C, or a container stop
+        ended = run.wait(timeout=60)
         took = time.monotonic() - sent
     finally:
         if run.poll() is None:
             run.kill()
-    assert code == exits.INTERRUPTED, log.read_text()
-    assert took < 30, f"{took:.1f}s after one Ctrl-C:\n{log.read_text()}"
+    output = log.read_text()
+    assert ended == code, output
+    assert took < 30, f"{took:.1f}s after one signal:\n{output}"
+    assert "Traceback" not in output
+    assert _flow_run_state(output) == "Cancelled", output
     _heals(fault_env)
+
+
+def _flow_run_state(output: str) -> str:
+    """The final state of the flow run a command line's output links to."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+
+    found = re.search(r"/runs/flow-run/([0-9a-f-]{36})", output)
+    assert found, output
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(UUID(found.group(1))).state
+    assert state is not None
+    return str(state.type.value).title()
