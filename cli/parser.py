@@ -46,7 +46,7 @@ def build_parser(commands: Sequence[Command | CodeCommand] = COMMANDS) -> argpar
         prog="python flows/run.py",
         description="Deploy a whole environment (networking, database, app) as one Prefect pipeline.",
         epilog="What an environment deploys comes from environments/<name>.toml in the project; "
-        "what belongs to this machine from STACKFLOW_* variables and .env (see README). The real "
+        "what belongs to this machine from STACKFLOW_* variables and .env (see docs/concepts/configuration.md). The real "
         "Pulumi engine deploys where the environment's file says (`cloud`), local by default: "
         "the local cloud (moto on loopback); nothing reaches AWS unless the file says "
         'cloud = "aws" (or --cloud aws).\n\n' + exits.help_text(),

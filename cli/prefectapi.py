@@ -32,6 +32,24 @@ def use_local_prefect(settings: Settings) -> None:
     progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
 
 
+def use_local_cloud(settings: Settings) -> None:
+    """On the local cloud, its server (started now when it is not running), said on stderr as
+    the Prefect server is: the first run of a machine starts both."""
+    if settings.cloud != "local":
+        return
+    from stackflow.localcloud.server import cloud_status, ensure_cloud_for
+
+    running = cloud_status(settings.localcloud_root)
+    if running is None:
+        print(f"starting the local cloud on 127.0.0.1:{settings.localcloud.port}", file=sys.stderr)
+    server = running or ensure_cloud_for(settings)
+    print(
+        f"local cloud: {server.url} (moto on loopback, not AWS; "
+        "`python flows/run.py server stop` stops it)",
+        file=sys.stderr,
+    )
+
+
 class PrefectUnreachable(StackflowError):
     """The Prefect API a command is pointed at does not answer."""
 

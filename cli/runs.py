@@ -58,9 +58,10 @@ def run_flow_command(
     except (ConfirmationRequired, DeletionProtected, SettingsError, Refused) as exc:
         return fail(str(exc), exits.USAGE, exc.what_to_do, as_json=args.json)
     stacks = chosen_stacks(args)  # an unknown stack is refused here, still before any server
-    from cli.prefectapi import use_local_prefect
+    from cli.prefectapi import use_local_cloud, use_local_prefect
 
     use_local_prefect(settings)
+    use_local_cloud(settings)
     from cli.supervise import run_flow
 
     parameters = {

@@ -148,7 +148,7 @@ def _app(settings: Settings, up: Upstream) -> AppArgs:
         port=a.port,
         health_check_path=a.health_check_path,
         log_retention_days=a.log_retention_days,
-        # Other stacks' outputs for the container, by variable name (README: "Adding a stack")
+        # Other stacks' outputs for the container, by variable name (docs/guides/adding-a-stack.md)
         container_env={},
     )
 

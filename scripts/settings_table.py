@@ -1,6 +1,7 @@
-"""Print the README's three settings tables from the settings models (docs follow the code).
+"""Print the three settings tables of docs/reference/settings.md from the settings models (docs
+follow the code).
 
-`--write` replaces the tables in README.md instead (tests/unit/test_settings.py fails while they
+`--write` replaces the tables in that page instead (tests/unit/test_settings.py fails while they
 differ). Each table starts at its header row and ends at the first line that is not a table row.
 """
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from stackflow.config.tables import HOMES_IN_ORDER, settings_rows
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "reference" / "settings.md"
 HEADERS = {
     "environment": "| key in environments/<name>.toml | default | what it is |",
     "project": "| key in stackflow.toml | default | what it is |",

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if server is None:
             raise NoTeamDatabase(
                 f"no PostgreSQL of the project runs from {folder}: start it with `python flows/run.py "
-                "server start --database postgres` (a team's own PostgreSQL: see the README). "
+                "server start --database postgres` (a team's own PostgreSQL: see docs/guides/team-mode.md). "
                 "Nothing was written."
             )
         manifest = backup(server, args.file, say=say)

@@ -242,7 +242,7 @@ def _report(
         return fail(
             str(error),
             exits.FAILED,
-            'nothing was created. The README\'s "The local cloud" section lists what it serves; '
+            "nothing was created. docs/reference/local-cloud-types.md lists what it serves; "
             "rehearse the project on AWS (--cloud aws), or keep those resources out of the "
             "stack you rehearse locally",
             log=log_file,

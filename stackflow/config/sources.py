@@ -183,7 +183,7 @@ def read_file(path: Path, home: str, shown: str) -> Layer:
             accepted = (
                 f"keys of [{key[0]}]: {', '.join(section.model_fields)}"
                 if section is not None
-                else "see the README's settings tables"
+                else "see docs/reference/settings.md"
             )
             problems.append(f"{shown}: {dotted(key)}: not a setting; accepted {accepted}")
         elif home not in homes_of(key):
@@ -307,8 +307,8 @@ def machine_variables(
 _BY_VARIABLE: dict[str, Key] = {variable(k): k for k in HOMES}
 _RETIRED_HINT = (
     "no longer a setting (the simulated engine was retired; every run uses the real Pulumi "
-    "engine). Latency, faults and drift are rehearsed on the local cloud (see 'The local cloud' "
-    "in the README); remove the variable"
+    "engine). Latency, faults and drift are rehearsed on the local cloud (see "
+    "docs/guides/local-cloud.md); remove the variable"
 )
 
 

@@ -28,6 +28,7 @@ def test_a_state_folder_with_a_space_and_an_umlaut_deploys_migrates_and_destroys
     try:
         up = cli(env, "up", "--env", name)
         assert up.returncode == 0, up.stdout + up.stderr
+        assert "starting the local cloud on 127.0.0.1" in up.stderr, "the first run says so"
         summary = summary_of(up)
         assert [summary[s] for s in ("networking", "database", "app")] == ["updated"] * 3
         assert summary["migrate"] == "migrated"

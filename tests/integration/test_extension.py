@@ -1,4 +1,4 @@
-"""Adding a stack and a step, exactly as the README's guide "Adding a stack or a step" says, on
+"""Adding a stack and a step, exactly as the guide docs/guides/adding-a-stack.md says, on
 the real Pulumi engine (the CLI and the Automation API) and the session's **local cloud** (moto on
 loopback behind the project's own provider plugins, not AWS).
 
@@ -43,7 +43,7 @@ COPIED = (
     "environments",
     "stackflow.toml",
 )
-GUIDE = "### Adding a stack or a step"
+GUIDE = ROOT / "docs" / "guides" / "adding-a-stack.md"
 STACKS = ("networking", "database", "audit", "app")
 
 # The new stack: one program module.
@@ -204,11 +204,9 @@ def changed(copy: Path) -> list[str]:
 
 
 def guide() -> str:
-    """The README's guide, from its heading to the next heading of its level or above."""
-    readme = (ROOT / "README.md").read_text()
-    assert GUIDE in readme, f"README has no {GUIDE!r}"
-    rest = readme.split(GUIDE, 1)[1]
-    return re.split(r"^#{1,3} ", rest, maxsplit=1, flags=re.MULTILINE)[0]
+    """The guide a user follows: its page in the docs."""
+    assert GUIDE.is_file(), f"the guide {GUIDE} is missing"
+    return GUIDE.read_text()
 
 
 def code_blocks(text: str, language: str) -> list[str]:

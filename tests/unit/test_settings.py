@@ -320,13 +320,13 @@ def test_the_settings_tables_list_every_setting_with_a_description(home: str) ->
         assert not any(name.startswith("STACKFLOW_") for name in names)
 
 
-def test_the_readme_tables_are_the_generated_ones() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_settings_reference_tables_are_the_generated_ones() -> None:
+    readme = (ROOT / "docs" / "reference" / "settings.md").read_text()
     for home in ("environment", "project", "machine"):
         for name, default, description in settings_rows(home):
             row = f"| `{name}` | {f'`{default}`' if default else ''} | {description.replace('|', '/')} |"
             assert row in readme, (
-                f"README's settings tables are stale at {name}: run scripts/settings_table.py --write"
+                f"docs/reference/settings.md is stale at {name}: run scripts/settings_table.py --write"
             )
 
 
