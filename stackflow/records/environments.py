@@ -16,6 +16,7 @@ from typing import Any
 from stackflow import __version__
 from stackflow.errors import SettingsError
 from stackflow.records import Records, open_records, update
+from stackflow.records.projects import project_records
 from stackflow.settings import EnvironmentKind, Settings
 
 PREFIX = "environments/"
@@ -46,8 +47,9 @@ class EnvironmentRecord:
 
 
 def records_of(settings: Settings) -> Records:
-    """The store of stackflow's records for these settings (see `Settings.resolved_records_url`)."""
-    return open_records(settings.resolved_records_url)
+    """This project's records (see `Settings.resolved_records_url`), keyed by the project as its
+    Pulumi state is, so projects sharing a store stay apart (`stackflow.records.projects`)."""
+    return project_records(open_records(settings.resolved_records_url), settings.project)
 
 
 def _key(name: str) -> str:

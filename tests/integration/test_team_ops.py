@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
+from stackflow.backends import open_blobs
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
-from stackflow.engine.stateblobs import open_blobs
 from stackflow.postgres import PostgresServer, create_database, drop_database
 from stackflow.postgres.urls import pulumi_backend_url, records_url
 from stackflow.records import open_records

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,9 +53,61 @@ def forget_cached_salt(work_dir: Path, stack_name: str, current: str | None = No
         return False
     kept = [line for line in lines if not line.startswith("encryptionsalt:")]
     staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    staging.write_text("".join(kept))
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(kept))
     os.replace(staging, path)
     return True
+
+
+def private_file(path: Path) -> None:
+    """Make `path` its owner's alone (0600), creating it empty if missing: a writer that rewrites
+    it in place (the SDK's Pulumi.yaml, the CLI's stack file) keeps that mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        if stat.S_IMODE(path.stat().st_mode) & 0o077:
+            path.chmod(0o600)
+
+
+def scrub_workspaces(root: Path) -> int:
+    """Make the workspaces under `root` (`<cloud>/<project>/<environment>/`) private, and take
+    the `backend` entry out of each Pulumi.yaml that has one: versions before this one wrote the
+    backend's URL there, a database password with it. The CLI reads PULUMI_BACKEND_URL instead.
+
+    Returns:
+        How many Pulumi.yaml files held a backend entry.
+    """
+    import yaml
+
+    if not root.is_dir():
+        return 0
+    scrubbed = 0
+    for path in (root, *root.rglob("*")):
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if path.is_symlink() or not mode & 0o077:
+            pass
+        elif path.is_dir():
+            path.chmod(0o700)
+        else:
+            path.chmod(0o600)
+        if path.name != "Pulumi.yaml" or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "backend:" not in text:
+            continue
+        found = yaml.safe_load(text)
+        if not isinstance(found, dict) or "backend" not in found:
+            continue
+        del found["backend"]
+        staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            yaml.safe_dump(found, out, sort_keys=False)
+        os.replace(staging, path)
+        scrubbed += 1
+    return scrubbed
 
 
 def apply_config(

@@ -121,11 +121,8 @@ class BackendSession:
             work_dir=str(folder),
             env_vars=self.env(),
             secrets_provider=self.secrets_provider,
-            project_settings=auto.ProjectSettings(
-                name=ref.project,
-                runtime="python",
-                backend=auto.ProjectBackend(url=self.backend_url),
-            ),
+            # no backend here: the CLI reads PULUMI_BACKEND_URL, so no credential is written
+            project_settings=auto.ProjectSettings(name=ref.project, runtime="python"),
             pulumi_command=self._cli,
         )
 
