@@ -33,6 +33,14 @@ class StateFolderError(SettingsError):
     """The state folder cannot be used: not a folder, not writable, or unreadable."""
 
 
+def private_folder(path: Path) -> Path:
+    """Create `path` and each missing parent 0700 (mkdir's mode covers the last one only)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
 @dataclass(frozen=True)
 class StateLayout:
     """Every path under one state folder."""

@@ -146,6 +146,14 @@ class Backend:
                 f"backend URL {mask_url(url)}: its port is not a number 1-65535; {ENCODE_HINT}"
             ) from None
 
+    def for_cli(self, url: str) -> tuple[str, dict[str, str]]:
+        """The URL to hand the Pulumi CLI (PULUMI_BACKEND_URL) and the variables that go with it.
+
+        The CLI writes its URL to disk (the stack it selected, keyed by the URL, in
+        `$PULUMI_HOME/workspaces/`), so a kind whose URL may hold a password hands it over in a
+        variable instead."""
+        return url, {}
+
     def blobs(self, url: str) -> StateBlobs:
         """The reader of the state objects at `url`.
 

@@ -27,6 +27,7 @@ from stackflow.backends.base import (
     StateBlobs,
 )
 from stackflow.processes import folder_lock
+from stackflow.state import private_folder
 from stackflow.records.base import (
     Expect,
     Record,
@@ -132,7 +133,7 @@ class FileRecords:
         return version
 
     def _write(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(path.parent)
         staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:

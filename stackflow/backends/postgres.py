@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from stackflow.backends.base import (
     Backend,
@@ -270,6 +270,21 @@ class PostgresBackend(Backend):
     def check(self, url: str) -> None:
         super().check(url)
         postgres_location(url)
+
+    def for_cli(self, url: str) -> tuple[str, dict[str, str]]:
+        # lib/pq, the CLI's driver, reads PGPASSWORD as libpq does
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        given = [v for k, v in query if k == "password"]
+        password = unquote(parts.password) if parts.password else (given[-1] if given else "")
+        if not password:
+            return url, {}
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+        rest = urlencode([(k, v) for k, v in query if k != "password"], safe="/")
+        return urlunsplit((parts.scheme, netloc, parts.path, rest, "")), {"PGPASSWORD": password}
 
     def blobs(self, url: str) -> StateBlobs:
         return PostgresBlobs(url)

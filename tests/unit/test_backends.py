@@ -194,3 +194,13 @@ def test_a_password_in_the_committed_project_file_is_refused_naming_the_variable
     a_project(tmp_path, 'project = "demo"\n')
     taken = get_settings(project_dir=root, environ={variable: url})
     assert getattr(taken, key) == url
+
+
+def test_a_raw_database_url_password_that_cuts_the_url_short_hints_at_percent_encoding() -> None:
+    from stackflow.migrator.target import parse_mysql_url
+
+    with pytest.raises(ValueError) as caught:
+        parse_mysql_url("mysql://app:pa/ss@db:3306/app")
+    assert "percent-encode" in str(caught.value) and "pa/ss" not in str(caught.value)
+    encoded = parse_mysql_url("mysql://app:p%40ss%3Aw%2Fd@db:3306/app")
+    assert encoded.password.get_secret_value() == "p@ss:w/d"

@@ -1,5 +1,6 @@
 """A stack's settings file in its LocalWorkspace (`Pulumi.<stack>.yaml`), read and mended without
-`pulumi`: its config (so an unchanged config is not set again) and its cached passphrase salt."""
+`pulumi`: its config (so an unchanged config is not set again) and its cached passphrase salt;
+and the workspace files older versions left a backend password in, scrubbed."""
 
 from __future__ import annotations
 
@@ -108,6 +109,44 @@ def scrub_workspaces(root: Path) -> int:
         os.replace(staging, path)
         scrubbed += 1
     return scrubbed
+
+
+def scrub_selections(pulumi_home: Path) -> int:
+    """Forget the stacks the CLI selected under a backend URL that holds a secret: it keeps them
+    in `<PULUMI_HOME>/workspaces/*-workspace.json` keyed by the URL as given, which versions
+    before this one gave with the database password in it. stackflow names the stack on every
+    command, so nothing depends on the selection.
+
+    Returns:
+        How many selections were forgotten.
+    """
+    import json
+
+    from stackflow.backends import url_secrets
+
+    forgotten = 0
+    for path in sorted((pulumi_home / "workspaces").glob("*-workspace.json")):
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        stacks = found.get("stacks") if isinstance(found, dict) else None
+        if not isinstance(stacks, dict):
+            continue
+        kept = {url: stack for url, stack in stacks.items() if not url_secrets(str(url))}
+        if len(kept) == len(stacks):
+            continue
+        forgotten += len(stacks) - len(kept)
+        if kept or found.get("stack"):
+            found["stacks"] = kept
+            staging = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+            fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(found, out, indent=4)
+            os.replace(staging, path)
+        else:
+            path.unlink(missing_ok=True)  # the CLI removes a file it has nothing left to keep in
+    return forgotten
 
 
 def apply_config(

@@ -22,6 +22,7 @@ from stackflow.engine.automation.stackfile import (
     apply_config,
     forget_cached_salt,
     private_file,
+    scrub_selections,
     scrub_workspaces,
 )
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
@@ -32,6 +33,7 @@ from stackflow.errors import StackflowError
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
+from stackflow.state import private_folder
 
 # Provider plugins follow the installed Python packages, so the CLI runs the code we type-check.
 PLUGINS = (("aws", "pulumi-aws"), ("random", "pulumi-random"))
@@ -59,6 +61,7 @@ class Workspaces:
         if self.passphrase:
             self.learn(self.passphrase)
         scrub_workspaces(settings.state.workspaces)  # what older versions wrote
+        scrub_selections(self.pulumi_home or _users_pulumi_home())
 
     # -- where --
 
@@ -129,8 +132,10 @@ class Workspaces:
         """What every Pulumi command of this engine gets in its environment (and nothing of
         stackflow's own: see `command.child_environment`)."""
         s = self.settings
+        cli_url, cli_variables = self.backend.for_cli(self.backend_url)
         env = {
-            "PULUMI_BACKEND_URL": self.backend_url,
+            **cli_variables,
+            "PULUMI_BACKEND_URL": cli_url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             # A workspace without a salt of its own takes the checkpoint's (see forget_cached_salt)
             "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
@@ -172,10 +177,10 @@ class Workspaces:
 
     def _options(self, spec: StackSpec) -> auto.LocalWorkspaceOptions:
         work_dir = self.work_dir(spec)
-        work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(work_dir)
         private_file(work_dir / "Pulumi.yaml")  # the SDK rewrites it in place: the mode stays
         if self.backend_folder is not None:  # Pulumi refuses a folder that does not exist
-            self.backend_folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_folder(self.backend_folder)
         return auto.LocalWorkspaceOptions(
             work_dir=str(work_dir),
             env_vars=self.env_vars(),
@@ -373,3 +378,8 @@ class Workspaces:
         if listener is not None:
             listener.redactor.add(*secrets)
         return outputs
+
+
+def _users_pulumi_home() -> Path:
+    """The Pulumi home the CLI uses on AWS: the user's own."""
+    return Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
