@@ -27,7 +27,6 @@ from stackflow.backends.base import (
     StateBlobs,
 )
 from stackflow.processes import folder_lock
-from stackflow.state import private_folder
 from stackflow.records.base import (
     Expect,
     Record,
@@ -39,6 +38,7 @@ from stackflow.records.base import (
     next_version,
 )
 from stackflow.records.errors import RecordConflict
+from stackflow.state import private_folder
 
 _SUFFIX = ".json"
 _LOCK = ".lock"
