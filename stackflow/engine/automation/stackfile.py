@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackflow.state import private_folder
+
 if TYPE_CHECKING:
     import pulumi.automation as auto
 
@@ -147,6 +149,19 @@ def scrub_selections(pulumi_home: Path) -> int:
         else:
             path.unlink(missing_ok=True)  # the CLI removes a file it has nothing left to keep in
     return forgotten
+
+
+def scrub_once(workspaces: Path, pulumi_home: Path | None) -> None:
+    """Clean what versions before this one wrote with the backend's password: the workspaces
+    under `workspaces`, and the CLI's selections in `pulumi_home` (None: the user's own). Once
+    per state folder: a marker in its workspaces folder says it was done."""
+    marker = workspaces / ".scrubbed"
+    if marker.exists():
+        return
+    scrub_workspaces(workspaces)
+    scrub_selections(pulumi_home or Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi"))
+    private_folder(workspaces)
+    private_file(marker)
 
 
 def apply_config(

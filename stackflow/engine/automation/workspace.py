@@ -22,8 +22,7 @@ from stackflow.engine.automation.stackfile import (
     apply_config,
     forget_cached_salt,
     private_file,
-    scrub_selections,
-    scrub_workspaces,
+    scrub_once,
 )
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
@@ -60,8 +59,7 @@ class Workspaces:
         self.passphrase = state_passphrase(settings)
         if self.passphrase:
             self.learn(self.passphrase)
-        scrub_workspaces(settings.state.workspaces)  # what older versions wrote
-        scrub_selections(self.pulumi_home or _users_pulumi_home())
+        scrub_once(settings.state.workspaces, self.pulumi_home)  # what older versions wrote
 
     # -- where --
 
@@ -378,8 +376,3 @@ class Workspaces:
         if listener is not None:
             listener.redactor.add(*secrets)
         return outputs
-
-
-def _users_pulumi_home() -> Path:
-    """The Pulumi home the CLI uses on AWS: the user's own."""
-    return Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
