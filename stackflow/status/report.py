@@ -4,6 +4,8 @@ as JSON, as a markdown table (the `stackflow-status` artifact), and in Prometheu
 
 Conditions, the first that holds:
 
+    damaged record        one of its records cannot be read (named, with what to do); the rest
+                          of the status still shows
     expired               an ephemeral environment past its TTL (the cleanup destroys it)
     waiting for approval  a run of the environment waits for someone to approve its plan
     reconciling           a run is changing the stack, or a sync is deploying a new commit
