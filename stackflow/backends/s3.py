@@ -97,9 +97,7 @@ def s3_location(url: str) -> S3Location:
     """
     parts = urlsplit(url)
     if parts.scheme != "s3" or not parts.netloc:
-        raise BackendURLError(
-            f"{mask_url(url)} names no bucket; use s3://<bucket>[/prefix][?endpoint=...]"
-        )
+        raise BackendURLError("an s3:// backend names no bucket; use s3://<bucket>[/prefix][?...]")
     query = dict(parse_qsl(parts.query))
     no_tls = query.get("disableSSL", query.get("disable_https", "false")).lower() in TRUE
     endpoint = query.get("endpoint") or None

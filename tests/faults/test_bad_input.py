@@ -466,7 +466,8 @@ CASES = [
         "backend-unknown-scheme",
         at("up"),
         2,
-        r"STACKFLOW_BACKEND_URL: 'ftp://state\.example' is not a Pulumi backend URL",
+        r"STACKFLOW_BACKEND_URL: backend URL ftp://state\.example is not one stackflow reads; "
+        r"accepted: file://<folder>, s3://",
         env={"STACKFLOW_BACKEND_URL": "ftp://state.example"},
     ),
     Case(
@@ -480,7 +481,7 @@ CASES = [
         "backend-cloud-without-token",
         at("up"),
         2,
-        r"backend https://\.\.\. \(Pulumi Cloud\) needs STACKFLOW_PULUMI_ACCESS_TOKEN",
+        r"backend https://api\.pulumi\.com \(Pulumi Cloud\) needs STACKFLOW_PULUMI_ACCESS_TOKEN",
         env={"STACKFLOW_BACKEND_URL": "https://api.pulumi.com"},
     ),
     # databases
