@@ -49,7 +49,7 @@ from fanout_report import KEY, TARGET, summary_row, text_table
 from proctree import PERIOD_S, ProcessTrees, Tree, cloud_kind, flow_kind, one_kind
 from sessions import Session, bench_project
 
-from stackflow.engine.stateblobs import open_blobs
+from stackflow.backends import open_blobs
 from stackflow.localcloud.paths import cloud_root
 from stackflow.localcloud.server import ensure_cloud, stop_cloud
 from stackflow.localprefect import auth_string, start_prefect_server, stop_prefect_server

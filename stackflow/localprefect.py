@@ -257,7 +257,9 @@ class TeamDatabase:
             if say is not None:
                 say(line)
 
-        server = ensure_postgres(StateLayout(state_dir).postgres, log=log)
+        layout = StateLayout(state_dir)
+        layout.give_passage()
+        server = ensure_postgres(layout.postgres, log=log)
         for name in (PREFECT_DATABASE, PULUMI_DATABASE, RECORDS_DATABASE):
             create_database(server, name)
         self.prefect_url = prefect_database_url(server)

@@ -198,7 +198,8 @@ def folder_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
     it, also when it dies.
     """
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with (folder / name).open("a") as handle:
+    fd = os.open(folder / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

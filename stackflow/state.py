@@ -21,6 +21,7 @@ finds what lives where in one screen, and a damaged or unusable folder is refuse
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,14 @@ class StateFolderError(SettingsError):
     """The state folder cannot be used: not a folder, not writable, or unreadable."""
 
 
+def private_folder(path: Path) -> Path:
+    """Create `path` and each missing parent 0700 (mkdir's mode covers the last one only)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
 @dataclass(frozen=True)
 class StateLayout:
     """Every path under one state folder."""
@@ -40,9 +49,13 @@ class StateLayout:
 
     # -- Pulumi's own files --
 
+    @property
+    def workspaces(self) -> Path:
+        return self.root / "workspaces"
+
     def workspace(self, cloud: str, pulumi_project: str, environment: str) -> Path:
         """A stack's LocalWorkspace folder (per cloud: the config salts are per backend)."""
-        return self.root / "workspaces" / cloud / pulumi_project / environment
+        return self.workspaces / cloud / pulumi_project / environment
 
     def file_backend(self, cloud: str) -> Path:
         """The one-person default backend: a Pulumi file backend per cloud."""
@@ -106,7 +119,8 @@ class StateLayout:
                 "if missing). Nothing was changed."
             )
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._private()
             # A real write, not os.access: a read-only mount answers access() with yes as root.
             fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=root)
             os.close(fd)
@@ -116,3 +130,18 @@ class StateLayout:
                 f"{what}: cannot write in {root} ({exc.strerror or exc}); give this user write "
                 f"access to it or point {what} at another folder. Nothing was changed."
             ) from None
+
+    def give_passage(self) -> None:
+        """Let other OS users pass through the folder (o+x), never list or read it: the local
+        PostgreSQL started as root runs as the `postgres` OS user under it."""
+        if os.geteuid() == 0 and self.root.is_dir():
+            self.root.chmod(stat.S_IMODE(self.root.stat().st_mode) | 0o001)
+
+    def _private(self) -> None:
+        """The folder is its owner's alone (0700): no other user lists or reads it. Passage (x)
+        already given is kept where the local PostgreSQL lives in it: its server runs as its
+        own OS user and must pass through (see `stackflow.postgres.host.check_reachable`)."""
+        mode = stat.S_IMODE(self.root.stat().st_mode)
+        passage = mode & 0o011 if self.postgres.exists() else 0
+        if mode != 0o700 | passage and self.root.stat().st_uid == os.geteuid():
+            self.root.chmod(0o700 | passage)

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f"{args.file} holds {', '.join(manifest.names)}, taken {manifest.created} "
             f"(PostgreSQL {manifest.server_version}, stackflow {manifest.stackflow})"
         )
+        settings.state.give_passage()  # the server's OS user passes through the state folder
         server = ensure_postgres(folder)  # on a new machine: a new cluster, then the restore
         restore(server, args.file, say=say)
         say(

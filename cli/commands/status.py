@@ -86,6 +86,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             done = (follows.get("succeeded") or {}).get("commit") or "none yet"
             line += f", follows {follows['branch']}: deployed {str(done)[:12]}"
         print(line + ")")
+        if e.damaged:
+            print(f"  {e.damaged}")
         for s in e.stacks:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.at)) if s.at else "-"
             print(

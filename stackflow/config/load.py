@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from stackflow import PROJECT_ROOT
-from stackflow.backends import mask_url
+from stackflow.backends import mask_url, url_secrets
 from stackflow.config.kinds import validate_environment_name
 from stackflow.config.model import Settings, SettingsSource
 from stackflow.config.sections import SECTIONS, GitSettings
@@ -28,6 +28,7 @@ from stackflow.config.sources import (
     merge,
     project_layer,
     stray_variables,
+    variable,
 )
 from stackflow.errors import SettingsError
 from stackflow.redact import MASK
@@ -119,6 +120,7 @@ def get_settings(
     chosen_dir = arguments.get("project_dir") or machine.values.get("project_dir") or PROJECT_ROOT
     root = Path(chosen_dir).expanduser().resolve()
     project, project_file = project_layer(root)
+    _refuse_committed_passwords(project)
     name = str(arguments.get("environment", "dev"))
     try:
         validate_environment_name(name)
@@ -149,6 +151,23 @@ def get_settings(
         raise SettingsError(
             "invalid settings:\n  " + "\n  ".join(_format(exc, merged.origins))
         ) from None
+
+
+def _refuse_committed_passwords(project: Layer) -> None:
+    """A URL in the project file holds no password: the file is committed with the project.
+
+    Raises:
+        SettingsError: naming the file and key, and the variable that takes the URL instead.
+    """
+    problems = [
+        f"{project.origins[key]}: holds a password, and this file is committed with the project; "
+        f"take the URL out of it and set {variable(key)} to the whole URL on each machine (or in "
+        "its .env) instead. Nothing was changed."
+        for key in sorted(URL_KEYS)
+        if key in project.origins and url_secrets(str(_value(project.values, key)))
+    ]
+    if problems:
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems))
 
 
 def _value(values: Mapping[str, Any], key: Key) -> Any:

@@ -6,12 +6,11 @@ import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from stackflow import PROJECT_ROOT
-from stackflow.backends import mask_url, records_beside
+from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
 from stackflow.config.sections import (
     ApprovalSettings,
@@ -26,8 +25,6 @@ from stackflow.config.sections import (
 )
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.state import StateLayout
-
-BACKEND_SCHEMES = ("file", "s3", "postgres", "postgresql", "azblob", "gs", "https")
 
 
 class SettingsSource(BaseModel):
@@ -86,8 +83,8 @@ class Settings(BaseModel):
     )
     backend_url: str | None = Field(
         None,
-        description="Pulumi backend: file://..., s3://bucket/prefix?..., postgres://..., or "
-        "https://api.pulumi.com. Default: a file backend in the state folder.",
+        description=f"Pulumi backend, one of: {accepted()}. A password in it belongs in "
+        "STACKFLOW_BACKEND_URL, never in a file. Default: a file backend in the state folder.",
     )
     records_url: str | None = Field(
         None,
@@ -175,15 +172,10 @@ class Settings(BaseModel):
     def _backend(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        parts = urlsplit(value)
-        if parts.scheme not in BACKEND_SCHEMES:
-            raise ValueError(
-                f"{mask_url(value)!r} is not a Pulumi backend URL; accepted: file://<path>, "
-                "s3://<bucket>[/prefix][?endpoint=...], postgres://<user>@<host>/<db>, "
-                "azblob://..., gs://..., https://api.pulumi.com"
-            )
-        if parts.scheme == "s3" and not parts.netloc:
-            raise ValueError("an s3:// backend names no bucket; use s3://<bucket>[/prefix]")
+        try:
+            backend_for(value).check(value)  # one list of kinds: what a run can use
+        except BackendURLError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("secrets_provider")
@@ -220,9 +212,10 @@ class Settings(BaseModel):
                 "the aws cloud needs STACKFLOW_STATE_PASSPHRASE (the Pulumi passphrase secrets "
                 "provider) or secrets_provider=awskms://... (the local cloud generates its own)"
             )
-        if (self.backend_url or "").startswith("https://") and self.pulumi_access_token is None:
+        kind = backend_for(self.backend_url) if self.backend_url else None
+        if kind is not None and kind.needs_access_token and self.pulumi_access_token is None:
             raise ValueError(
-                "backend https://... (Pulumi Cloud) needs STACKFLOW_PULUMI_ACCESS_TOKEN"
+                f"backend {kind.form} ({kind.name}) needs STACKFLOW_PULUMI_ACCESS_TOKEN"
             )
         return self
 
@@ -297,9 +290,10 @@ class Settings(BaseModel):
         on one cloud is refused on the other)."""
         if self.records_url:
             return self.records_url
-        if self.backend_url and not self.backend_url.startswith("https://"):
-            return records_beside(self.backend_url)
-        return str(self.state.records)
+        if not self.backend_url:
+            return str(self.state.records)
+        beside = backend_for(self.backend_url).records_beside(self.backend_url)
+        return beside or str(self.state.records)
 
     @property
     def localcloud_root(self) -> Path:
@@ -344,5 +338,4 @@ class Settings(BaseModel):
         """Every secret these settings hold, for the redactor (a backend URL's password too)."""
         values = [self.state_passphrase, self.pulumi_access_token]
         found = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
-        password = urlsplit(self.backend_url or "").password
-        return found + ([password] if password else [])
+        return found + url_secrets(self.backend_url or "") + url_secrets(self.records_url or "")

@@ -28,9 +28,9 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from stackflow.backends import Blob, StateBackendUnavailable, StateBlobs, open_blobs
 from stackflow.engine.base import StackState
 from stackflow.engine.envelope import is_secret
-from stackflow.engine.stateblobs import Blob, StateBackendUnavailable, StateBlobs, open_blobs
 from stackflow.errors import PermanentStackError, StackflowError, TransientStackError
 from stackflow.redact import Redactor
 

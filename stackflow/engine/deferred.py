@@ -120,4 +120,6 @@ class DeferredEngine:
 
 
 def _pulumi_cloud(settings: Settings) -> bool:
-    return settings.resolved_backend_url.startswith("https://")
+    from stackflow.backends import backend_for
+
+    return not backend_for(settings.resolved_backend_url).self_managed

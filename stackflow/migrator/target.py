@@ -74,7 +74,10 @@ def parse_mysql_url(url: str) -> MysqlTarget:
     try:
         port = parts.port or 3306
     except ValueError as exc:
-        raise ValueError("database URL has a port that is not a number 1-65535") from exc
+        raise ValueError(
+            "database URL has a port that is not a number 1-65535; if its password holds "
+            "@ : / ? # or %, percent-encode those characters (@ is %40, : is %3A, / is %2F)"
+        ) from exc
     database = parts.path.lstrip("/")
     if not parts.hostname or not parts.username or not database:
         raise ValueError(

@@ -13,12 +13,12 @@ None holds a password: the socket's folder (0700) is the guard. Verified forms (
 
 from __future__ import annotations
 
-from stackflow.backends import socket_url
+from stackflow.backends.postgres import RECORDS_DATABASE as RECORDS_DATABASE
+from stackflow.backends.postgres import socket_url
 from stackflow.postgres.server import PostgresServer
 
 PREFECT_DATABASE = "prefect"
 PULUMI_DATABASE = "pulumi"
-RECORDS_DATABASE = "stackflow"
 
 
 def prefect_database_url(server: PostgresServer, database: str = PREFECT_DATABASE) -> str:

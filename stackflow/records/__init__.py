@@ -3,16 +3,17 @@ approvals, ...), stored beside the Pulumi state in the team's backend, with atom
 compare-and-set writes. See `stackflow.records.base` for the protocol; values are plaintext, so
 callers seal any secret before they store it.
 
-    open_records("/state/records")                                    FileRecords (also file://)
-    open_records("postgresql://stackflow@/stackflow?host=/sock/dir")  PostgresRecords
-    open_records("s3://bucket/team/records?endpoint=...&region=...")  S3Records
+    open_records("/state/records")                                    a folder (also file://)
+    open_records("postgresql://stackflow@/stackflow?host=/sock/dir")  a PostgreSQL table
+    open_records("s3://bucket/team/records?endpoint=...&region=...")  S3 objects
+
+Each kind of store lives with its kind of backend (`stackflow.backends.<kind>`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stackflow.backends import backend_kind, file_folder
 from stackflow.records.base import ABSENT, Absent, Expect, Record, Records, update
 from stackflow.records.errors import (
     DamagedRecord,
@@ -39,7 +40,7 @@ __all__ = [
 
 
 def open_records(url: str) -> Records:
-    """The store of stackflow's records at `url`, picked by its scheme.
+    """The store of stackflow's records at `url`, picked by its kind of backend.
 
     Args:
         url: a folder (a path, or file:///path), postgres(ql)://... or s3://bucket/prefix?...
@@ -47,19 +48,10 @@ def open_records(url: str) -> Records:
     Raises:
         BackendURLError: another scheme, or a malformed URL (shown masked).
     """
+    # imported here: each kind's module imports this package's base
+    from stackflow.backends import backend_for
+    from stackflow.backends.file import FileRecords
+
     if "://" not in url:
-        from stackflow.records.files import FileRecords
-
         return FileRecords(Path(url).expanduser())
-    kind = backend_kind(url)
-    if kind == "file":
-        from stackflow.records.files import FileRecords
-
-        return FileRecords(file_folder(url))
-    if kind == "postgres":
-        from stackflow.records.postgres import PostgresRecords
-
-        return PostgresRecords(url)
-    from stackflow.records.s3 import S3Records
-
-    return S3Records(url)
+    return backend_for(url).records(url)

@@ -9,13 +9,15 @@ two runs recording one environment at once never lose each other's update.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from stackflow import __version__
 from stackflow.errors import SettingsError
-from stackflow.records import Records, open_records, update
+from stackflow.records import DamagedRecord, Records, open_records, update
+from stackflow.records.projects import project_records
 from stackflow.settings import EnvironmentKind, Settings
 
 PREFIX = "environments/"
@@ -46,8 +48,9 @@ class EnvironmentRecord:
 
 
 def records_of(settings: Settings) -> Records:
-    """The store of stackflow's records for these settings (see `Settings.resolved_records_url`)."""
-    return open_records(settings.resolved_records_url)
+    """This project's records (see `Settings.resolved_records_url`), keyed by the project as its
+    Pulumi state is, so projects sharing a store stay apart (`stackflow.records.projects`)."""
+    return project_records(open_records(settings.resolved_records_url), settings.project)
 
 
 def _key(name: str) -> str:
@@ -117,12 +120,20 @@ def forget(records: Records, name: str) -> None:
         records.delete(_key(name), expect_version=None)
 
 
+def environment_names(records: Records) -> list[str]:
+    """The names of the environments recorded, sorted (nothing read but the keys)."""
+    return [key.removeprefix(PREFIX) for key in records.list(PREFIX)]
+
+
 def list_environments(records: Records) -> list[EnvironmentRecord]:
-    return [
-        EnvironmentRecord.from_value(found.value)
-        for key in records.list(PREFIX)
-        if (found := records.get(key)) is not None
-    ]
+    """Every environment recorded; a damaged record is passed over (`status` names it)."""
+    found = []
+    for name in environment_names(records):
+        with contextlib.suppress(DamagedRecord):
+            record = read(records, name)
+            if record is not None:
+                found.append(record)
+    return found
 
 
 _CLOUD_WORDS = {"local": "the local cloud (moto on loopback)", "aws": "AWS"}

@@ -4,6 +4,8 @@ as JSON, as a markdown table (the `stackflow-status` artifact), and in Prometheu
 
 Conditions, the first that holds:
 
+    damaged record        one of its records cannot be read (named, with what to do); the rest
+                          of the status still shows
     expired               an ephemeral environment past its TTL (the cleanup destroys it)
     waiting for approval  a run of the environment waits for someone to approve its plan
     reconciling           a run is changing the stack, or a sync is deploying a new commit
@@ -23,11 +25,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stackflow.gitops import sync
-from stackflow.records import Records
-from stackflow.records.environments import EnvironmentRecord, list_environments
+from stackflow.records import DamagedRecord, Records
+from stackflow.records.environments import EnvironmentRecord, environment_names, read
 from stackflow.status.records import migrations_key, run_key, stack_key
 
+DAMAGED = "damaged record"  # one of its records cannot be read: the rest of status still shows
 CONDITIONS = (  # worst first
+    DAMAGED,
     "failed",
     "drifted",
     "waiting for approval",
@@ -68,6 +72,7 @@ class EnvironmentStatus:
     migrations_at: float | None = None
     run: dict[str, Any] | None = None
     gitops: dict[str, Any] | None = None
+    damaged: str = ""  # a record of it that cannot be read: which, and what to do
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,45 +132,63 @@ def collect(
         live: whether a flow run (by id) is still going, asked of Prefect; without it a recorded
             run counts as going.
     """
-    now = time.time()
     found = []
-    for record in list_environments(records):
-        if only is not None and record.name != only:
+    for name in environment_names(records):
+        if only is not None and name != only:
             continue
-        run_found = records.get(run_key(record.name))
-        run = dict(run_found.value) if run_found is not None else None
-        if run is not None and live is not None and run.get("run") and not live(str(run["run"])):
-            run = None  # its flow run ended without a word (a killed process)
-        follows = sync.read(records, record.name)
-        attempted = follows.get("attempted") or {}
-        syncing = attempted.get("result") == sync.Result.RUNNING and (
-            live is None or not attempted.get("sync_run") or live(str(attempted["sync_run"]))
-        )
-        rows = []
-        for name in stacks:
-            value = records.get(stack_key(record.name, name))
-            rows.append(_stack(name, dict(value.value) if value else {}, record, run, syncing, now))
-        migrations = records.get(migrations_key(record.name))
-        conditions = {r.condition for r in rows}
-        condition = next((c for c in CONDITIONS if c in conditions), "not deployed")
-        expires = record.created + record.ttl_hours * 3600 if record.ttl_hours is not None else None
-        found.append(
-            EnvironmentStatus(
-                record.name,
-                record.kind,
-                record.cloud,
-                condition,
-                record.created,
-                record.deployed,
-                expires,
-                rows,
-                (migrations.value.get("version") if migrations else None),
-                (migrations.value.get("at") if migrations else None),
-                run,
-                follows or None,
-            )
-        )
+        try:
+            status = _environment(records, name, stacks, live)
+        except DamagedRecord as exc:
+            status = EnvironmentStatus(name, "unknown", "unknown", DAMAGED, 0.0, None, None)
+            status.damaged = str(exc)
+        if status is not None:
+            found.append(status)
     return found
+
+
+def _environment(
+    records: Records, name: str, stacks: list[str], live: Callable[[str], bool] | None
+) -> EnvironmentStatus | None:
+    """One environment's status (None: its record went meanwhile).
+
+    Raises:
+        DamagedRecord: one of its records cannot be read.
+    """
+    now = time.time()
+    record = read(records, name)
+    if record is None:
+        return None
+    run_found = records.get(run_key(record.name))
+    run = dict(run_found.value) if run_found is not None else None
+    if run is not None and live is not None and run.get("run") and not live(str(run["run"])):
+        run = None  # its flow run ended without a word (a killed process)
+    follows = sync.read(records, record.name)
+    attempted = follows.get("attempted") or {}
+    syncing = attempted.get("result") == sync.Result.RUNNING and (
+        live is None or not attempted.get("sync_run") or live(str(attempted["sync_run"]))
+    )
+    rows = []
+    for stack in stacks:
+        value = records.get(stack_key(record.name, stack))
+        rows.append(_stack(stack, dict(value.value) if value else {}, record, run, syncing, now))
+    migrations = records.get(migrations_key(record.name))
+    conditions = {r.condition for r in rows}
+    condition = next((c for c in CONDITIONS if c in conditions), "not deployed")
+    expires = record.created + record.ttl_hours * 3600 if record.ttl_hours is not None else None
+    return EnvironmentStatus(
+        record.name,
+        record.kind,
+        record.cloud,
+        condition,
+        record.created,
+        record.deployed,
+        expires,
+        rows,
+        (migrations.value.get("version") if migrations else None),
+        (migrations.value.get("at") if migrations else None),
+        run,
+        follows or None,
+    )
 
 
 def _label(value: str) -> str:
@@ -201,6 +224,15 @@ def prometheus(environments: list[EnvironmentStatus]) -> str:
             )
             lines.append(f"stackflow_stack_condition{{{labels}}} 1")
     lines += [
+        "# HELP stackflow_records_damaged 1 for each environment with a record that cannot be read.",
+        "# TYPE stackflow_records_damaged gauge",
+    ]
+    lines += [
+        f'stackflow_records_damaged{{environment="{_label(e.environment)}"}} 1'
+        for e in environments
+        if e.damaged
+    ]
+    lines += [
         "# HELP stackflow_migrations_version The schema's migrations version, by environment.",
         "# TYPE stackflow_migrations_version gauge",
     ]
@@ -231,7 +263,7 @@ def markdown(environments: list[EnvironmentStatus]) -> str:
         if follows.get("branch"):
             ok = (follows.get("succeeded") or {}).get("commit")
             extra.append(f"follows {follows['branch']} (deployed {str(ok or '—')[:12]})")
-        parts += [head, "", "; ".join(extra), ""]
+        parts += [head, "", e.damaged or "; ".join(extra), ""]
         parts += [
             "| stack | condition | last operation | result | commit | at |",
             "|---|---|---|---|---|---|",

@@ -26,13 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from stackflow.backends import backend_kind, mask_url
+from stackflow.backends import backend_for, mask_url
 from stackflow.engine.base import INTERNAL_OUTPUT
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.envelope import SECRET_SIG
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
 from stackflow.localcloud.paths import cloud_root
-from stackflow.records import ABSENT, RecordConflict, Records, open_records
+from stackflow.records import ABSENT, RecordConflict, Records
 from stackflow.redact import Redactor
 from stackflow.secretbox import StampSeal
 from stackflow.settings import Settings
@@ -146,7 +146,8 @@ class _Plan:
 
 def _team_backend(settings: Settings) -> str:
     url = settings.backend_url or ""
-    if not url or url.startswith("https://") or backend_kind(url) == "file":
+    kind = backend_for(url) if url else None
+    if kind is None or not kind.self_managed or kind.folder(url) is not None:
         raise TeamOpsRefused(
             "STACKFLOW_BACKEND_URL names no team backend (it is "
             f"{mask_url(url) if url else 'unset: the file backend of this state folder'}): point it "
@@ -272,7 +273,9 @@ def move_state(
         StateTransferError: a `pulumi` command failed (what moved before it is said; run again).
         RecordsError, StateBackendUnavailable: a store did not answer.
     """
-    from stackflow.records.files import FileRecords
+    from stackflow.backends.file import FileRecords
+    from stackflow.records.environments import records_of
+    from stackflow.records.projects import project_records
     from stackflow.secretbox import state_passphrase
 
     target_url = _team_backend(settings)
@@ -281,7 +284,7 @@ def move_state(
     report = MoveReport(
         str(source.folder), mask_url(target_url), mask_url(settings.resolved_records_url)
     )
-    team_records = open_records(settings.resolved_records_url)
+    team_records = records_of(settings)
     try:
         todo, conflicts = plan_moves(source, target_url, team_records)
         if conflicts:
@@ -293,7 +296,7 @@ def move_state(
             )
         _check_opens(todo, source)
         _move_stacks(settings, source, target_url, team_passphrase, todo, team_records, report, say)
-        old_records = FileRecords(source.records)
+        old_records = project_records(FileRecords(source.records), settings.project)
         for key in old_records.list():
             report.records.append((key, _move_record(old_records, team_records, key)))
     finally:

@@ -466,7 +466,8 @@ CASES = [
         "backend-unknown-scheme",
         at("up"),
         2,
-        r"STACKFLOW_BACKEND_URL: 'ftp://state\.example' is not a Pulumi backend URL",
+        r"STACKFLOW_BACKEND_URL: backend URL ftp://state\.example is not one stackflow reads; "
+        r"accepted: file://<folder>, s3://",
         env={"STACKFLOW_BACKEND_URL": "ftp://state.example"},
     ),
     Case(
@@ -480,7 +481,7 @@ CASES = [
         "backend-cloud-without-token",
         at("up"),
         2,
-        r"backend https://\.\.\. \(Pulumi Cloud\) needs STACKFLOW_PULUMI_ACCESS_TOKEN",
+        r"backend https://api\.pulumi\.com \(Pulumi Cloud\) needs STACKFLOW_PULUMI_ACCESS_TOKEN",
         env={"STACKFLOW_BACKEND_URL": "https://api.pulumi.com"},
     ),
     # databases
@@ -617,7 +618,8 @@ _ATTEMPT_FIELDS = {"status", "stackflow"}
 def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[HistoryRecord]) -> None:
     after = snapshot_files(deployed.state_dir)
     changed = sorted(k for k in files.keys() | after.keys() if files.get(k) != after.get(k))
-    record = f"records/environments/{ENVIRONMENT}.json"
+    records = "records/projects/stackflow"  # the repository's project: its records' keys
+    record = f"{records}/environments/{ENVIRONMENT}.json"
     if record in changed and record in files and record in after:
         before_value = json.loads(files[record])["value"]
         after_value = json.loads(after[record])["value"]
@@ -633,7 +635,7 @@ def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[Histor
         changed.remove(record)
     # `status` notes a stack's failed attempt (or a skip after one) as its last operation; its
     # last success stays
-    for stack_record in [c for c in changed if c.startswith(f"records/stacks/{ENVIRONMENT}/")]:
+    for stack_record in [c for c in changed if c.startswith(f"{records}/stacks/{ENVIRONMENT}/")]:
         assert stack_record in files and stack_record in after, stack_record
         before_value = json.loads(files[stack_record])["value"]
         after_value = json.loads(after[stack_record])["value"]

@@ -399,7 +399,7 @@ def kill_tree(pid: int) -> list[int]:
 def update_history(backend_url: str, environment: str, stack: str) -> list[dict[str, Any]]:
     """Pulumi's own record of every finished update, refresh or destroy of one stack (kind,
     result, startTime and endTime in epoch seconds), oldest first, read from the backend."""
-    from stackflow.engine.stateblobs import open_blobs
+    from stackflow.backends import open_blobs
 
     blobs = open_blobs(backend_url)
     try:

@@ -109,7 +109,7 @@ def test_backup_then_losing_state_and_records_then_restore_brings_the_environmen
     assert found == (1,), "Prefect's record of the first run came back"
     with connect(server, "stackflow") as conn:
         keys = [r[0] for r in conn.execute("SELECT key FROM stackflow_records").fetchall()]
-    assert f"environments/{environment}" in keys, keys
+    assert f"projects/stackflow/environments/{environment}" in keys, keys
 
     # the environment reads back whole (runs now on the session's Prefect server)
     after = process_env({**team, "PREFECT_API_URL": prefect_server.api_url})

@@ -79,10 +79,10 @@ class Backend:
         settings = get_settings(
             cloud="local",
             state_dir=self.state_dir,
+            backend_url=self.url,
             localcloud={"dir": self.cloud.root, "port": self.cloud.port},
         )
-        # Set past validation: the settings do not take postgres:// yet (the lead wires that in).
-        return AutomationEngine(settings.model_copy(update={"backend_url": self.url}))
+        return AutomationEngine(settings)
 
     def cli(self, engine: AutomationEngine, spec: StackSpec, *args: str) -> str:
         """The real CLI in the stack's workspace, as the engine runs it; its stdout."""

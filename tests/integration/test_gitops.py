@@ -155,8 +155,10 @@ def sync(environment: str) -> Any:
 def gitops_record(repo: Repo, environment: str | None = None) -> dict[str, Any]:
     from stackflow.gitops.sync import read
     from stackflow.records import open_records
+    from stackflow.records.projects import ProjectRecords
 
-    records = open_records(str(Path(repo.variables["STACKFLOW_STATE_DIR"]) / "records"))
+    store = open_records(str(Path(repo.variables["STACKFLOW_STATE_DIR"]) / "records"))
+    records = ProjectRecords(store, "stackflow")  # the project of the repository's stackflow.toml
     return read(records, environment or repo.environment)
 
 

@@ -45,6 +45,7 @@ from stackflow.postgres import PostgresServer, create_database
 from stackflow.postgres.urls import prefect_database_url, pulumi_backend_url
 from stackflow.processes import free_port
 from stackflow.records import open_records
+from stackflow.records.projects import ProjectRecords
 from tasks.limits import limit_name
 from tests.integration.team_support import (
     Team,
@@ -62,6 +63,7 @@ from tests.realenv import ROOT, STACKS, declare, real_variables, unique
 # test's time; real deploys on two cores take minutes
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
+PROJECT = "stackflow"  # the project the repository's stackflow.toml names: its records' keys
 SUBNET = "aws:ec2/subnet:Subnet"
 DB_INSTANCE = "aws:rds/instance:Instance"
 
@@ -109,7 +111,7 @@ def team(
             pool=f"team-{tag}",
             variables=variables,
             backend_url=backend_url,
-            records_url=records_beside(backend_url),
+            records_url=str(records_beside(backend_url)),
             project=project,
             folder=folder,
             environments=environments,
@@ -240,7 +242,7 @@ def test_a_deployment_refuses_another_environment_before_anything_starts(team: T
         assert ended.state.type.value == "FAILED", team.explain(run)
         assert name in ended.state.message, ended.state.message
         assert deployed_stacks(team.backend_url, name) == []
-        records = open_records(team.records_url)
+        records = ProjectRecords(open_records(team.records_url), PROJECT)
         try:
             assert records.list(f"environments/{name}") == []
             assert records.list(f"holders/{name}/") == []
@@ -281,7 +283,7 @@ def test_cleanup_on_a_worker_destroys_every_expired_environment_even_a_half_depl
         ["networking", "database", "app"],
     )
     assert list_resources(local_cloud.url, local_cloud.region, half), "nothing was left half-way"
-    records = open_records(team.records_url)
+    records = ProjectRecords(open_records(team.records_url), PROJECT)
     try:
         record = records.get(f"environments/{half}")
         assert record is not None and record.value["status"] == "failed", record

@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 
+from stackflow.backends import open_blobs
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
-from stackflow.engine.stateblobs import open_blobs
 from stackflow.postgres import PostgresServer, create_database, drop_database
 from stackflow.postgres.urls import pulumi_backend_url, records_url
 from stackflow.records import open_records
+from stackflow.records.projects import ProjectRecords
 from tests.realenv import cli, process_env, real_variables, summary_of, unique
 
 # The longer tier (`-m slow`, which .ci/run also runs): team operations are issue 21's point 7,
@@ -121,10 +122,10 @@ def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no
     again, every record moves
     (create-only: a team record that differs is kept), a team run skips the stack (0 engine
     calls) with the same outputs, and a second import changes nothing."""
-    folder = open_records(str(setup.state / "records"))
+    folder = ProjectRecords(open_records(str(setup.state / "records")), "stackflow")
     keys = folder.list()
     assert any(k.startswith("environments/") for k in keys), keys
-    team_store = open_records(setup.records)
+    team_store = ProjectRecords(open_records(setup.records), "stackflow")
     kept = keys[-1]
     team_store.put(kept, {"the team's": "own"}, expect_version=None)
     source = setup.checkpoint(f"file://{setup.state / 'pulumi-local'}")

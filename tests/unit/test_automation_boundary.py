@@ -378,8 +378,8 @@ def test_boundary_s3_backend_with_kms_secrets_provider(tmp_path: Path, fake: Fak
 
     opts: auto.LocalWorkspaceOptions = fake.created[0]["opts"]
     assert opts.secrets_provider == "awskms://alias/stackflow"
-    assert opts.project_settings is not None and opts.project_settings.backend is not None
-    assert opts.project_settings.backend.url == "s3://acme-state/stackflow"
+    # the URL reaches the CLI through its environment alone, never the workspace's Pulumi.yaml
+    assert opts.project_settings is not None and opts.project_settings.backend is None
     assert opts.env_vars is not None
     assert opts.env_vars["PULUMI_BACKEND_URL"] == "s3://acme-state/stackflow"
     assert "PULUMI_CONFIG_PASSPHRASE" not in opts.env_vars

@@ -6,17 +6,22 @@ from pathlib import Path
 
 import pytest
 
+import stackflow.backends
 from stackflow.backends import (
+    KINDS,
+    SCHEMES,
     BackendURLError,
-    backend_kind,
-    file_folder,
+    backend_for,
     mask_url,
-    postgres_location,
-    s3_location,
-    socket_url,
+    records_beside,
+    url_secrets,
 )
+from stackflow.backends.file import FileRecords, folder_of
+from stackflow.backends.postgres import postgres_location, socket_url
+from stackflow.backends.s3 import s3_location
+from stackflow.errors import SettingsError
 from stackflow.records import open_records
-from stackflow.records.files import FileRecords
+from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
 
@@ -48,13 +53,79 @@ def test_mask_url_of_something_unparseable_hides_it_whole() -> None:
     assert "s3cr3t" not in mask_url("postgres://ana:s3cr3t@[::1")
 
 
-def test_backend_kind_and_the_refusal_masks_the_password() -> None:
-    assert backend_kind("file:///x") == "file"
-    assert backend_kind("s3://b") == "s3"
-    assert backend_kind("postgresql://h/d") == "postgres"
+def test_backend_for_picks_the_kind_and_the_refusal_masks_the_password() -> None:
+    assert backend_for("file:///x").name == "file"
+    assert backend_for("s3://b").name == "S3"
+    assert backend_for("postgresql://h/d") is backend_for("postgres://h/d")
+    assert backend_for("https://api.pulumi.com").name == "Pulumi Cloud"
     with pytest.raises(BackendURLError) as caught:
-        backend_kind("https://ana:s3cr3t@api.pulumi.com")
+        backend_for("gs://ana:s3cr3t@bucket")
     assert "s3cr3t" not in str(caught.value)
+    assert "file://<folder>" in str(caught.value)
+
+
+def a_project(folder: Path, project_file: str = "") -> Path:
+    """A project folder with one environment, dev, and `project_file` as its stackflow.toml."""
+    (folder / "environments").mkdir(parents=True, exist_ok=True)
+    (folder / "environments" / "dev.toml").write_text('kind = "dev"\ncloud = "local"\n')
+    (folder / "stackflow.toml").write_text(project_file)
+    return folder
+
+
+def test_the_settings_accept_exactly_the_schemes_a_run_can_use(tmp_path: Path) -> None:
+    """One list: every scheme the settings take has a kind the run opens, and no other."""
+    a_project(tmp_path)
+    assert SCHEMES == ("file", "s3", "postgres", "postgresql", "https")
+    examples = {
+        "file": f"file://{tmp_path}/b",
+        "s3": "s3://bucket/team",
+        "postgres": "postgres://ana@db/pulumi",
+        "postgresql": "postgresql://ana@db/pulumi",
+        "https": "https://api.pulumi.com",
+    }
+    for scheme in SCHEMES:
+        settings = get_settings(
+            project_dir=tmp_path,
+            environ={},
+            backend_url=examples[scheme],
+            pulumi_access_token="t",
+        )
+        assert backend_for(settings.resolved_backend_url).schemes.count(scheme) == 1
+    for refused in ("gs://bucket/x", "azblob://container", "http://api.example", "ftp://x"):
+        with pytest.raises(SettingsError) as caught:
+            get_settings(project_dir=tmp_path, environ={}, backend_url=refused)
+        assert "accepted: file://<folder>" in str(caught.value), refused
+
+
+def test_every_kind_module_is_listed_once() -> None:
+    """A new kind is a module under stackflow/backends with a BACKEND, and one line in KINDS."""
+    folder = Path(stackflow.backends.__file__).parent
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "base"))
+    listed = sorted(type(kind).__module__.rsplit(".", 1)[-1] for kind in KINDS)
+    assert modules == listed
+    assert len(SCHEMES) == len(set(SCHEMES))
+
+
+def test_url_secrets_finds_passwords_in_userinfo_and_options() -> None:
+    assert url_secrets("postgres://ana:p%40ss@db/x") == ["p@ss"]
+    assert url_secrets("postgres://ana@/x?host=/s&password=hunter2&sslmode=x") == ["hunter2"]
+    assert url_secrets("s3://bucket/p?region=eu-west-1") == []
+
+
+def test_records_live_beside_each_self_managed_kind_only() -> None:
+    assert records_beside("file:///state/pulumi") == "/state/pulumi/.stackflow"
+    assert records_beside("s3://b/team?region=r") == "s3://b/team/.stackflow?region=r"
+    assert (
+        records_beside("postgres://ana@/pulumi?host=/s&table=t")
+        == "postgresql://ana@/stackflow?host=/s"
+    )
+    assert records_beside("https://api.pulumi.com") is None
+
+
+def test_a_port_that_does_not_parse_hints_at_percent_encoding() -> None:
+    with pytest.raises(BackendURLError) as caught:
+        backend_for("postgres://ana:pa/ss@db/x").check("postgres://ana:pa/ss@db/x")
+    assert "percent-encode" in str(caught.value) and "pa/ss" not in str(caught.value)
 
 
 def test_s3_options_read_as_the_pulumi_cli_reads_them() -> None:
@@ -98,6 +169,38 @@ def test_open_records_picks_the_store_by_scheme(tmp_path: Path) -> None:
     assert isinstance(open_records(str(tmp_path)), FileRecords)
     store = open_records(f"file://{tmp_path}/r")
     assert isinstance(store, FileRecords) and store.folder == tmp_path / "r"
-    assert file_folder("file://~/x") == Path("~/x").expanduser()
+    assert folder_of("file://~/x") == Path("~/x").expanduser()
     with pytest.raises(BackendURLError):
         open_records("https://api.pulumi.com")
+
+
+@pytest.mark.parametrize(
+    ("key", "url", "variable"),
+    [
+        ("backend_url", "postgres://ana:s3cr3t@db/pulumi", "STACKFLOW_BACKEND_URL"),
+        ("records_url", "postgresql://ana@db/x?password=s3cr3t", "STACKFLOW_RECORDS_URL"),
+    ],
+)
+def test_a_password_in_the_committed_project_file_is_refused_naming_the_variable(
+    tmp_path: Path, key: str, url: str, variable: str
+) -> None:
+    root = a_project(tmp_path, f'project = "demo"\n{key} = "{url}"\n')
+    with pytest.raises(SettingsError) as caught:
+        get_settings(project_dir=root, environ={})
+    message = str(caught.value)
+    assert f"stackflow.toml: {key}" in message and variable in message
+    assert "s3cr3t" not in message
+    # the same URL from this machine's variable is taken (it never reaches a file)
+    a_project(tmp_path, 'project = "demo"\n')
+    taken = get_settings(project_dir=root, environ={variable: url})
+    assert getattr(taken, key) == url
+
+
+def test_a_raw_database_url_password_that_cuts_the_url_short_hints_at_percent_encoding() -> None:
+    from stackflow.migrator.target import parse_mysql_url
+
+    with pytest.raises(ValueError) as caught:
+        parse_mysql_url("mysql://app:pa/ss@db:3306/app")
+    assert "percent-encode" in str(caught.value) and "pa/ss" not in str(caught.value)
+    encoded = parse_mysql_url("mysql://app:p%40ss%3Aw%2Fd@db:3306/app")
+    assert encoded.password.get_secret_value() == "p@ss:w/d"

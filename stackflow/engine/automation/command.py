@@ -200,6 +200,7 @@ class PulumiCLI(auto.PulumiCommand):
             env=env,
             encoding="utf-8",
             start_new_session=True,  # the terminal's Ctrl-C is ours to handle, once
+            umask=0o077,  # what the CLI writes (stack files, a file backend's state) stays private
         ) as process:
             readers = [
                 threading.Thread(target=consume, args=(process.stdout, on_output, out)),

@@ -207,13 +207,8 @@ def clear_stale_locks(
                 stale.append((lock, why))
     if not stale:
         return False
-    folder = ws.backend_folder
-    if folder is not None:  # a file backend: delete exactly the stale lock files
-        for lock, _ in stale:
-            path = folder / lock.key
-            path.unlink(missing_ok=True)
-            path.with_name(path.name + ".attrs").unlink(missing_ok=True)
-    else:  # on PostgreSQL and S3, `pulumi cancel` deletes the stack's lock objects (stops nothing)
+    broken = [ws.backend.break_lock(ws.backend_url, lock.key) for lock, _ in stale]
+    if not all(broken):  # where the kind does not, `pulumi cancel` deletes the stack's locks
         stack = ws.stack(spec, create=False)
         if stack is not None:
             stack.cancel()

@@ -38,6 +38,7 @@ from typing import Any
 
 import pulumi.automation as auto
 
+from stackflow.backends import backend_for
 from stackflow.engine.automation.command import PulumiCLI, find_pulumi_cli
 from stackflow.engine.envelope import SECRET_SIG
 from stackflow.errors import StackflowError
@@ -103,8 +104,10 @@ class BackendSession:
 
     def env(self) -> dict[str, str]:
         """What each `pulumi` of this session gets (beside the withheld environment)."""
+        cli_url, cli_variables = backend_for(self.backend_url).for_cli(self.backend_url)
         env = {
-            "PULUMI_BACKEND_URL": self.backend_url,
+            **cli_variables,
+            "PULUMI_BACKEND_URL": cli_url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
@@ -121,11 +124,8 @@ class BackendSession:
             work_dir=str(folder),
             env_vars=self.env(),
             secrets_provider=self.secrets_provider,
-            project_settings=auto.ProjectSettings(
-                name=ref.project,
-                runtime="python",
-                backend=auto.ProjectBackend(url=self.backend_url),
-            ),
+            # no backend here: the CLI reads PULUMI_BACKEND_URL, so no credential is written
+            project_settings=auto.ProjectSettings(name=ref.project, runtime="python"),
             pulumi_command=self._cli,
         )
 

@@ -10,15 +10,20 @@ import threading
 from collections.abc import Mapping
 from importlib.metadata import version as package_version
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pulumi.automation as auto
 
+from stackflow.backends import Backend, backend_for
 from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
 from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.program import pulumi_program
-from stackflow.engine.automation.stackfile import apply_config, forget_cached_salt
+from stackflow.engine.automation.stackfile import (
+    apply_config,
+    forget_cached_salt,
+    private_file,
+    scrub_once,
+)
 from stackflow.engine.base import INTERNAL_OUTPUT, Listener, OutputValue, StackSpec
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_salt
@@ -27,6 +32,7 @@ from stackflow.errors import StackflowError
 from stackflow.redact import Redactor
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
+from stackflow.state import private_folder
 
 # Provider plugins follow the installed Python packages, so the CLI runs the code we type-check.
 PLUGINS = (("aws", "pulumi-aws"), ("random", "pulumi-random"))
@@ -53,6 +59,7 @@ class Workspaces:
         self.passphrase = state_passphrase(settings)
         if self.passphrase:
             self.learn(self.passphrase)
+        scrub_once(settings.state.workspaces, self.pulumi_home)  # what older versions wrote
 
     # -- where --
 
@@ -92,16 +99,20 @@ class Workspaces:
         return self.settings.secrets_provider or "passphrase"
 
     @property
+    def backend(self) -> Backend:
+        """The kind of backend the state lives in."""
+        return backend_for(self.backend_url)
+
+    @property
     def pulumi_cloud(self) -> bool:
-        """Whether the backend is Pulumi Cloud (it cancels updates itself)."""
-        return urlsplit(self.backend_url).scheme == "https"
+        """Whether the backend keeps state behind its API and ends stale updates itself (Pulumi
+        Cloud), rather than being the CLI's self-managed one."""
+        return not self.backend.self_managed
 
     @property
     def backend_folder(self) -> Path | None:
-        """The folder of a file backend (file://~/x and file:///abs both occur); None otherwise."""
-        if urlsplit(self.backend_url).scheme != "file":
-            return None
-        return Path(self.backend_url.removeprefix("file://").split("?", 1)[0]).expanduser()
+        """The local folder that holds the backend, if it is one; None otherwise."""
+        return self.backend.folder(self.backend_url)
 
     def stack_name(self, spec: StackSpec) -> str:
         """The Pulumi stack name: org/project/environment with a Pulumi org, else the environment."""
@@ -119,8 +130,10 @@ class Workspaces:
         """What every Pulumi command of this engine gets in its environment (and nothing of
         stackflow's own: see `command.child_environment`)."""
         s = self.settings
+        cli_url, cli_variables = self.backend.for_cli(self.backend_url)
         env = {
-            "PULUMI_BACKEND_URL": self.backend_url,
+            **cli_variables,
+            "PULUMI_BACKEND_URL": cli_url,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             # A workspace without a salt of its own takes the checkpoint's (see forget_cached_salt)
             "PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER": "true",
@@ -162,18 +175,16 @@ class Workspaces:
 
     def _options(self, spec: StackSpec) -> auto.LocalWorkspaceOptions:
         work_dir = self.work_dir(spec)
-        work_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(work_dir)
+        private_file(work_dir / "Pulumi.yaml")  # the SDK rewrites it in place: the mode stays
         if self.backend_folder is not None:  # Pulumi refuses a folder that does not exist
-            self.backend_folder.mkdir(parents=True, exist_ok=True)
+            private_folder(self.backend_folder)
         return auto.LocalWorkspaceOptions(
             work_dir=str(work_dir),
             env_vars=self.env_vars(),
             secrets_provider=self.secrets_provider,
-            project_settings=auto.ProjectSettings(
-                name=spec.pulumi_project,
-                runtime="python",
-                backend=auto.ProjectBackend(url=self.backend_url),
-            ),
+            # no backend here: the CLI reads PULUMI_BACKEND_URL, so no credential is written
+            project_settings=auto.ProjectSettings(name=spec.pulumi_project, runtime="python"),
             pulumi_command=self.cli(),
         )
 
