@@ -280,3 +280,21 @@ def test_cli_versions_are_ascii_digits() -> None:
         parser.parse_args(["--baseline", "\u0661\u0662"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--dry-run", "--repair"])
+
+
+def test_a_delimiter_never_set_back_is_refused_naming_its_line() -> None:
+    """The mysql client would send everything after the last `$$` as one statement, which the
+    server refuses after the statements before it ran: refused when the file is split, before
+    anything runs."""
+    text = (
+        "CREATE TABLE t (a INT);\n"
+        "DELIMITER $$\n"
+        "CREATE PROCEDURE p() BEGIN SELECT 1; END$$\n"
+        "INSERT INTO t VALUES (1);\nINSERT INTO t VALUES (2);\n"
+    )
+    with pytest.raises(MigrationFileError) as info:
+        split_statements(text, source="V2__p.sql")
+    assert "V2__p.sql: line 2: DELIMITER $$ is never set back" in str(info.value)
+    assert "DELIMITER ;" in str(info.value)
+    fixed = text.replace("END$$\n", "END$$\nDELIMITER ;\n")
+    assert [s.keyword for s in split_statements(fixed)] == ["CREATE", "CREATE", "INSERT", "INSERT"]
