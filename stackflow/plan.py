@@ -120,8 +120,8 @@ class DeployPlan:
         )
 
     @property
-    def pinned(self) -> dict[int, str]:
-        """version -> checksum of the migration files approved."""
+    def pinned(self) -> dict[str, str]:
+        """key (`V1.1`, `R__views`) -> checksum of the migration files approved."""
         return self.migrations.pinned if self.migrations else {}
 
     def stack(self, node: str) -> StackPlan | None:
@@ -208,7 +208,7 @@ def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, 
         "already_applied": m.already_applied,
         "pending": [
             {
-                "version": p.version,
+                "version": None if p.version is None else str(p.version),
                 "file": p.name,
                 "checksum": p.checksum,
                 "statements": list(p.statements),

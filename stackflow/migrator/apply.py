@@ -43,9 +43,9 @@ from stackflow.migrator.history import (
     start_record,
     update_record,
 )
+from stackflow.migrator.pins import check_pinned
 from stackflow.migrator.plan import (
     REPAIR_COMMAND,
-    check_pinned,
     checked,
     destructive_refusal,
     interrupted_message,
@@ -53,6 +53,7 @@ from stackflow.migrator.plan import (
 )
 from stackflow.migrator.splitter import Statement
 from stackflow.migrator.target import MysqlTarget
+from stackflow.migrator.version import Version
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings
@@ -112,9 +113,10 @@ def units_of(statements: Sequence[Statement]) -> list[Unit]:
 
 @dataclass(frozen=True)
 class AppliedMigration:
-    """A file this run applied (statements counts all of it; first_statement > 1: resumed)."""
+    """A file this run applied (statements counts all of it; first_statement > 1: resumed;
+    version None for a repeatable file)."""
 
-    version: int
+    version: Version | None
     description: str
     filename: str
     statements: int
@@ -125,13 +127,15 @@ class AppliedMigration:
 @dataclass
 class MigrateReport:
     """What a run did: files applied now, how many were applied (or baselined) before, files
-    applied before whose file is gone, and how long it took."""
+    applied before whose file is gone (`V1.1`, `R__views`), how long it took, and how many
+    records it adopted from Flyway's history."""
 
     applied: list[AppliedMigration] = field(default_factory=list)
     already_applied: int = 0
     duration_s: float = 0.0
-    missing: list[int] = field(default_factory=list)
-    version: int | None = None  # the schema's version after the run (None: nothing applied ever)
+    missing: list[str] = field(default_factory=list)
+    version: Version | None = None  # the schema's version after the run (None: nothing applied)
+    adopted_from_flyway: int = 0
 
 
 def _session_replay(statements: Sequence[Statement], before: int) -> list[Statement]:
@@ -150,6 +154,7 @@ class _Progress:
 
 def _fail(
     control: MysqlConnection,
+    rank: int,
     m: Migration,
     statements: Sequence[Statement],
     start: int,
@@ -167,7 +172,7 @@ def _fail(
         what = f"statement {number} of {len(statements)} (line {st.line if st else 0})"
         update_record(
             control,
-            m.version,
+            rank,
             "state = 'failed', success = 0, error = %s, duration_ms = %s, "
             "in_flight_from = NULL, in_flight_to = NULL",
             f"{what}: ({code}) {message}"[:MAX_ERROR_CHARS],
@@ -183,11 +188,11 @@ def _fail(
         # The DDL may or may not have been committed: never retried blindly.
         record = HistoryRecord(
             m.version, m.description, m.checksum, datetime.now(), 0, False, None,
-            "running", unit.first - 1, unit.first, unit.last,
+            "running", unit.first - 1, unit.first, unit.last, rank,
         )  # fmt: skip
         raise MigrationInterrupted(
             f"{m.filename}: connection lost ({err}); "
-            + interrupted_message(record, f"V{m.version} ({m.path})")
+            + interrupted_message(record, f"{record.label} ({m.path})")
         ) from None
     if isinstance(err, TransientDatabaseError):
         raise TransientDatabaseError(
@@ -201,7 +206,7 @@ def _run_units(
     control: MysqlConnection,
     cur: pymysql.cursors.Cursor,
     database: str,
-    m: Migration,
+    rank: int,
     statements: Sequence[Statement],
     start: int,
     progress: _Progress,
@@ -221,11 +226,11 @@ def _run_units(
                 # The statement and its progress record commit together, or neither does.
                 cur.execute("START TRANSACTION")
             cur.execute(st.sql)
-            cur.execute(record, (unit.last, m.version))
+            cur.execute(record, (unit.last, rank))
             cur.execute("COMMIT")
             continue
         update_record(
-            control, m.version, "in_flight_from = %s, in_flight_to = %s", unit.first, unit.last
+            control, rank, "in_flight_from = %s, in_flight_to = %s", unit.first, unit.last
         )
         progress.in_flight = unit
         for number in range(unit.first, unit.last + 1):
@@ -234,7 +239,7 @@ def _run_units(
         cur.execute("COMMIT")  # in case the file turned autocommit off
         update_record(
             control,
-            m.version,
+            rank,
             "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL",
             unit.last,
         )
@@ -246,31 +251,33 @@ def _apply_file(
     control: MysqlConnection,
     m: Migration,
     statements: Sequence[Statement],
-    start: int,
-    resuming: bool,
+    resumed: HistoryRecord | None,
     target: MysqlTarget,
     settings: MigrationSettings,
 ) -> AppliedMigration:
-    """Run `m` from statement `start` in a fresh session, recording progress per unit."""
+    """Run `m` in a fresh session, from the statement after `resumed`'s last (its row, when an
+    earlier run started it) or from its first, recording progress per unit."""
     began = time.monotonic()
-    if not resuming:
-        start_record(control, m, len(statements))
+    if resumed is None:
+        start, rank = 1, start_record(control, m, len(statements))
+    else:
+        start, rank = resumed.statements_done + 1, resumed.rank
     progress = _Progress()
     failure: BaseException | None = None
     try:
         with connect(target, settings) as conn, conn.cursor() as cur:
             try:
-                _run_units(control, cur, target.database, m, statements, start, progress)
+                _run_units(control, cur, target.database, rank, statements, start, progress)
             except (pymysql.err.MySQLError, OSError) as exc:
                 failure = exc  # handled below, with its server code, after the session closes
     except TransientDatabaseError as exc:
         failure = exc
     if failure is not None:
-        _fail(control, m, statements, start, progress, failure, target, began)
+        _fail(control, rank, m, statements, start, progress, failure, target, began)
     duration = time.monotonic() - began
     update_record(
         control,
-        m.version,
+        rank,
         "state = 'applied', success = 1, applied_at = UTC_TIMESTAMP(6), duration_ms = %s, "
         "statements_done = %s, statements_total = %s",
         round(duration * 1000),
@@ -287,10 +294,11 @@ def apply_pending(
     *,
     protected: bool,
     on_applied: Callable[[AppliedMigration], None] | None = None,
-    approved_destructive: Collection[int] = (),
-    pinned: Mapping[int, str] | None = None,
+    approved_destructive: Collection[str] = (),
+    pinned: Mapping[str, str] | None = None,
 ) -> MigrateReport:
-    """Apply every pending file of `migrations` in version order, under the schema's GET_LOCK.
+    """Apply every pending file of `migrations` (versioned ones by version, then repeatable ones
+    by description), under the schema's GET_LOCK.
 
     Before anything runs, every pending file is refused if it would destroy the runner's history
     or holds a client command, then checked for foreign DEFINERs, statements over
@@ -303,8 +311,8 @@ def apply_pending(
         migrations: the loaded files (`load_migrations`), sorted by version.
         protected: refuse findings unless allowed by the file's marker or approved.
         on_applied: called after each file is applied and recorded.
-        approved_destructive: versions whose findings were approved.
-        pinned: version -> checksum of the approved pending files; any other pending set is
+        approved_destructive: keys (`V1.1`, `R__views`) of files whose findings were approved.
+        pinned: key -> checksum of the approved pending files; any other pending set is
             refused, and their findings count as approved.
 
     Raises:
@@ -319,10 +327,9 @@ def apply_pending(
     with connect(target, settings) as conn, migration_lock(conn, target.database, settings):
         todo = read_plan(conn, migrations, settings)
         report.already_applied = todo.already_applied
-        report.missing = [r.version for r in todo.missing]
-        report.version = max(
-            [r.version for r in todo.applied] + [m.version for m in todo.covered], default=None
-        )
+        report.adopted_from_flyway = todo.adopted
+        report.missing = [r.label for r in todo.missing]
+        report.version = todo.version
         approved = set(approved_destructive)
         if pinned is not None:
             check_pinned(todo, pinned)
@@ -331,15 +338,15 @@ def apply_pending(
             report.duration_s = time.monotonic() - started
             return report
         preview = checked(conn, target, settings, todo, protected)
-        blocking = [(p, f) for p, f in preview.blocking if p.version not in approved]
+        blocking = [(p, f) for p, f in preview.blocking if p.key not in approved]
         if blocking:
             raise MigrationDestructiveChange(destructive_refusal(blocking))
         for m in todo.pending:
             statements = prepared_statements(m, target.user, settings.strip_definer)
-            start, resuming = todo.resume.get(m.version, 1), m.version in todo.resume
-            applied = _apply_file(conn, m, statements, start, resuming, target, settings)
+            applied = _apply_file(conn, m, statements, todo.resume.get(m.key), target, settings)
             report.applied.append(applied)
-            report.version = max(report.version or applied.version, applied.version)
+            if m.version is not None and (report.version is None or m.version > report.version):
+                report.version = m.version
             if on_applied is not None:
                 on_applied(applied)
     report.duration_s = time.monotonic() - started

@@ -274,7 +274,7 @@ def test_cli_versions_are_ascii_digits() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--baseline", "12", "--allow-missing", "--strip-definer"])
-    assert (args.baseline, args.allow_missing, args.strip_definer) == (12, True, True)
+    assert (args.baseline, args.allow_missing, args.strip_definer) == ("12", True, True)
     assert parser.parse_args(["--dry-run"]).dry_run
     with pytest.raises(SystemExit):
         parser.parse_args(["--baseline", "\u0661\u0662"])
