@@ -85,7 +85,7 @@ ColumnLookup = Callable[[str, str], LiveColumn | None]  # (table, column) -> liv
 
 def destructive_ok_reason(text: str) -> str | None:
     """The reason of the file's `-- stackflow: destructive-ok <reason>` marker, or None."""
-    match = _MARKER_RE.search(text)
+    match = _MARKER_RE.search(text) if "stackflow:" in text else None
     return match[1].strip() if match else None
 
 
