@@ -244,7 +244,7 @@ def migrate_step(
         raise
     applied = len(report.applied)
     if ctx.records is not None:  # `status` reads the schema's version here, not from the database
-        version = None if report.version is None else str(report.version)
+        version = None if report.version is None else report.version.number_or_text
         record_migrations(ctx.records, settings.environment, version, applied, ctx.commit)
     note = f"{applied} applied, {report.already_applied} already applied"
     status = "migrated" if applied else "unchanged"

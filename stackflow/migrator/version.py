@@ -51,6 +51,12 @@ class Version:
         return None if parts is None else cls(str(value).replace("_", "."), parts)
 
     @property
+    def number_or_text(self) -> int | str:
+        """For JSON and records: a number when the version is one (`009` -> 9), its text
+        otherwise (`2.0.1`), so readers of whole-number versions see numbers as before."""
+        return int(self.text) if self.text.isdigit() else self.text
+
+    @property
     def canonical(self) -> str:
         """The text every way of writing this version shares (`001`, `1.0` and `1` -> `1`)."""
         return ".".join(str(p) for p in self.parts)
