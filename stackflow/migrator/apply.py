@@ -1,22 +1,22 @@
 """Applying pending files, in version order, under the schema's migration lock, with progress
-recorded per statement.
+recorded per statement (units: stackflow.migrator.units).
 
 A data statement (INSERT, UPDATE, DELETE, SET ...) commits in one transaction with its progress
-record, so after a crash the file resumes at the next statement. MySQL commits DDL implicitly, so
-a DDL statement is marked "in flight" before it runs; a crash between it and its record is the one
-ambiguous case, and the runner refuses, naming the file and statement, until someone checks and
-runs `repair`. Each file runs in a fresh session; a resumed one replays its session statements
-(SET, USE) first.
+record, so after a crash the file resumes at the next statement; inside a mysqldump LOCK TABLES
+region too. MySQL commits DDL implicitly, so a DDL statement is marked "in flight" before it
+runs; a crash between it and its record is the one ambiguous case, and the runner refuses,
+naming the file and statement, until someone checks and runs `repair`. Each file runs in a fresh
+session; a resumed one replays its session statements (SET, USE) first, and the LOCK TABLES of a
+region it resumes inside.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pymysql
 import pymysql.cursors
@@ -53,63 +53,17 @@ from stackflow.migrator.plan import (
 )
 from stackflow.migrator.splitter import Statement
 from stackflow.migrator.target import MysqlTarget
+from stackflow.migrator.units import (
+    Unit,
+    lock_with_history,
+    session_replay,
+    statement_kind,
+    units_of,
+)
 from stackflow.migrator.version import Version
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings
-
-StatementKind = Literal["data", "session", "ddl", "open", "close"]
-_DATA = {"INSERT", "UPDATE", "DELETE", "REPLACE", "SELECT", "WITH", "VALUES", "DO", "LOAD"}
-
-
-def statement_kind(st: Statement) -> StatementKind:
-    """How a statement commits: data (in a transaction), session (SET, USE: replayed when a file
-    resumes), ddl (implicit commit), or the open/close of a LOCK TABLES or transaction region."""
-    word = st.keyword
-    if word == "SET":
-        rest = st.sql.upper()
-        global_like = re.match(r"(?:\s|/\*!\d*)*SET\s+(GLOBAL|PASSWORD|DEFAULT|ROLE)\b", rest)
-        return "ddl" if global_like else "session"
-    if word == "USE":
-        return "session"
-    if word in _DATA:
-        return "data"
-    if word in ("LOCK", "START"):
-        return "open"
-    if word == "BEGIN":
-        return "ddl" if re.search(r"^\W*BEGIN\s+NOT\b", st.sql.upper()) else "open"
-    if word in ("UNLOCK", "COMMIT", "ROLLBACK"):
-        return "close"
-    return "ddl"
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Statements recorded together: one data statement (atomic with its record), one DDL
-    statement, or a LOCK TABLES / transaction region (marked in flight while it runs)."""
-
-    first: int
-    last: int
-    atomic: bool
-
-
-def units_of(statements: Sequence[Statement]) -> list[Unit]:
-    """Group a file's statements into the units their progress is recorded by."""
-    out: list[Unit] = []
-    region: int | None = None
-    for st in statements:
-        kind = statement_kind(st)
-        if region is not None:
-            if kind == "close" or st.number == len(statements):
-                out.append(Unit(region, st.number, False))
-                region = None
-            continue
-        if kind == "open" and st.number < len(statements):
-            region = st.number
-        else:
-            out.append(Unit(st.number, st.number, kind in ("data", "session", "close")))
-    return out
-
 
 @dataclass(frozen=True)
 class AppliedMigration:
@@ -138,10 +92,50 @@ class MigrateReport:
     adopted_from_flyway: int = 0
 
 
-def _session_replay(statements: Sequence[Statement], before: int) -> list[Statement]:
-    # A resumed file runs in a new session: its earlier session statements (sql_mode, FK checks,
-    # character set, user variables, the current database) are run again first.
-    return [s for s in statements[: before - 1] if statement_kind(s) == "session"]
+class _LockedRegion:
+    """Runs the statements of a LOCK TABLES region that keeps progress per statement: the
+    history table is locked with the file's tables and written by the file's own session, with
+    autocommit off (START TRANSACTION would release the table locks) and a COMMIT per statement,
+    so each row statement commits with its progress record."""
+
+    def __init__(
+        self, cur: pymysql.cursors.Cursor, database: str, rank: int, progress: _Progress
+    ) -> None:
+        self.cur, self.rank, self.progress = cur, rank, progress
+        self.in_flight = progress_sql(database, "in_flight_from = %s, in_flight_to = %s")
+        self.done = progress_sql(
+            database, "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL"
+        )
+        self.database = database
+        self.autocommit = 1
+
+    def lock(self, st: Statement) -> None:
+        """Run the region's LOCK TABLES, with the history table added, autocommit off."""
+        self.cur.execute("SELECT @@autocommit")
+        self.autocommit = int((self.cur.fetchone() or (1,))[0])
+        self.cur.execute("SET autocommit = 0")
+        self.cur.execute(lock_with_history(st.sql, self.database))
+
+    def run(self, unit: Unit, st: Statement, record: str) -> None:
+        cur, kind = self.cur, statement_kind(st)
+        self.progress.current = st
+        if st.number == unit.lock:
+            self.lock(st)
+        elif kind == "ddl":  # commits implicitly: marked in flight first, as outside
+            cur.execute(self.in_flight, (st.number, st.number, self.rank))
+            cur.execute("COMMIT")
+            self.progress.in_flight = unit
+            cur.execute(st.sql)
+        elif kind == "close":  # UNLOCK TABLES
+            cur.execute(st.sql)
+            cur.execute(f"SET autocommit = {self.autocommit}")
+        else:
+            cur.execute(st.sql)
+            if kind == "session":
+                cur.execute("SET autocommit = 0")  # whatever the file's SET did to it
+        cur.execute(self.done if kind == "ddl" else record, (st.number, self.rank))
+        cur.execute("COMMIT")
+        self.progress.in_flight = None
 
 
 @dataclass
@@ -213,11 +207,22 @@ def _run_units(
 ) -> None:
     by_number = {s.number: s for s in statements}
     record = progress_sql(database)
-    for st in _session_replay(statements, start):
+    region = _LockedRegion(cur, database, rank, progress)
+    units = units_of(statements)
+    resumed_lock = next((u.lock for u in units if u.first == start and u.lock < start), 0)
+    for st in session_replay(statements, start):
         progress.current = st
-        cur.execute(st.sql)
-    for unit in units_of(statements):
+        if st.number == resumed_lock:
+            region.lock(st)
+        else:
+            cur.execute(st.sql)
+    if resumed_lock:
+        cur.execute("SET autocommit = 0")  # a replayed SET may have turned it back on
+    for unit in units:
         if unit.last < start:
+            continue
+        if unit.lock:
+            region.run(unit, by_number[unit.first], record)
             continue
         if unit.atomic:
             progress.current = st = by_number[unit.first]

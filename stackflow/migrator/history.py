@@ -234,11 +234,12 @@ def insert_record(conn: MysqlConnection, r: HistoryRecord) -> None:
         )
 
 
-def progress_sql(database: str) -> str:
-    """The UPDATE of statements_done that a file's own session runs (parameters: done, rank),
-    qualified because the file may have switched the session to another database (USE)."""
+def progress_sql(database: str, sets: str = "statements_done = %s") -> str:
+    """An UPDATE of a row's progress that a file's own session runs (parameters: those of
+    `sets`, then the rank), qualified because the file may have switched the session to another
+    database (USE)."""
     quoted = database.replace("`", "``")
-    return f"UPDATE `{quoted}`.{HISTORY_TABLE} SET statements_done = %s WHERE installed_rank = %s"
+    return f"UPDATE `{quoted}`.{HISTORY_TABLE} SET {sets} WHERE installed_rank = %s"
 
 
 def delete_failed(conn: MysqlConnection) -> None:

@@ -293,6 +293,39 @@ def test_a_killed_run_resumes_at_the_next_data_statement(
     assert progress(fresh_schema)[1] == (2, "applied", 3, None)
 
 
+def test_a_run_killed_inside_a_lock_tables_region_resumes_at_the_next_statement(
+    mariadb: LocalMariaDB, fresh_schema: MysqlTarget, tmp_path: Path
+) -> None:
+    """mysqldump's default shape: rows between LOCK TABLES and UNLOCK TABLES still commit with
+    their progress records, so a SIGKILL there resumes at the next statement, no repair."""
+    folder = tmp_path / "m"
+    write(
+        folder,
+        "V1__tables.sql",
+        "CREATE TABLE runs (n INT PRIMARY KEY);\nCREATE TABLE sleepy (s INT);\n"
+        "INSERT INTO sleepy VALUES (1);\n",
+    )
+    write(
+        folder,
+        "V2__dump.sql",
+        "/*!40101 SET NAMES utf8mb4 */;\nLOCK TABLES `runs` WRITE, `sleepy` READ;\n"
+        "/*!40000 ALTER TABLE `runs` DISABLE KEYS */;\nINSERT INTO `runs` VALUES (1),(2);\n"
+        "INSERT INTO `runs` SELECT 3 FROM sleepy WHERE SLEEP(s * 30) = 0 OR s = 0;\n"
+        "INSERT INTO `runs` VALUES (4);\n/*!40000 ALTER TABLE `runs` ENABLE KEYS */;\n"
+        "UNLOCK TABLES;\n",
+    )
+    kill_mid_file(mariadb, fresh_schema, folder)
+    # The first INSERT committed with its record; the one the kill cut rolled back with its own.
+    assert progress(fresh_schema)[1] == (2, "running", 4, None)
+    assert query(fresh_schema, "SELECT n FROM runs ORDER BY n") == [(1,), (2,)]
+    assert [r.state for r in status(fresh_schema, settings(), folder)] == ["applied", "partial"]
+    query(fresh_schema, "UPDATE sleepy SET s = 0")
+    (applied,) = migrate(fresh_schema, settings(), folder).applied
+    assert (applied.version, applied.first_statement, applied.statements) == (2, 5, 8)
+    assert query(fresh_schema, "SELECT n FROM runs ORDER BY n") == [(1,), (2,), (3,), (4,)]
+    assert progress(fresh_schema)[1] == (2, "applied", 8, None)
+
+
 def test_a_run_killed_inside_ddl_refuses_until_repaired(
     mariadb: LocalMariaDB, fresh_schema: MysqlTarget, tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stackflow.migrator.apply import _session_replay, statement_kind
+from stackflow.migrator.units import session_replay, statement_kind
 from stackflow.migrator.guard import refusals
 from stackflow.migrator.lint import lint_statements
 from stackflow.migrator.splitter import split_statements
@@ -147,4 +147,4 @@ def test_use_is_a_session_statement_replayed_when_a_file_resumes() -> None:
         "SET NAMES utf8mb4;\nUSE other;\nCREATE TABLE a (id INT);\nSELECT 1;"
     )
     assert [statement_kind(s) for s in statements] == ["session", "session", "ddl", "data"]
-    assert [s.number for s in _session_replay(statements, 4)] == [1, 2]
+    assert [s.number for s in session_replay(statements, 4)] == [1, 2]
