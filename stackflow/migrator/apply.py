@@ -65,6 +65,7 @@ from stackflow.migrator.version import Version
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings
 
+
 @dataclass(frozen=True)
 class AppliedMigration:
     """A file this run applied (statements counts all of it; first_statement > 1: resumed;

@@ -105,9 +105,7 @@ def session_replay(statements: Sequence[Statement], before: int) -> list[Stateme
     inside = units.get(before)
     lock = inside.lock if inside is not None and inside.lock < before else 0
     return [
-        s
-        for s in statements[: before - 1]
-        if statement_kind(s) == "session" or s.number == lock
+        s for s in statements[: before - 1] if statement_kind(s) == "session" or s.number == lock
     ]
 
 
@@ -115,6 +113,4 @@ def lock_with_history(sql: str, database: str) -> str:
     """A LOCK TABLES statement that also locks the history table, so the session holding the
     lock can record its own progress (a locked session may use only the tables it locked)."""
     quoted = database.replace("`", "``")
-    return _LOCK_TABLES_RE.sub(
-        lambda m: f"{m[1]}`{quoted}`.{HISTORY_TABLE} WRITE, ", sql, count=1
-    )
+    return _LOCK_TABLES_RE.sub(lambda m: f"{m[1]}`{quoted}`.{HISTORY_TABLE} WRITE, ", sql, count=1)

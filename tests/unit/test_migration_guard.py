@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from stackflow.migrator.units import session_replay, statement_kind
 from stackflow.migrator.guard import refusals
 from stackflow.migrator.lint import lint_statements
 from stackflow.migrator.splitter import split_statements
+from stackflow.migrator.units import session_replay, statement_kind
 
 pytestmark = pytest.mark.unit
 
