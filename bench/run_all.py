@@ -17,6 +17,9 @@ One benchmark at a time, each in its own process, output in /tmp/stackflow-bench
   stack, peak memory and CPU, and the task overhead; stops both servers and the cloud's databases;
 - migrations (bench/migrations.py): 200 migrations on a MariaDB of its own (stackflow/localdb.py).
 
+The bulk migration beside the `mariadb` client is a run of its own too, `bench/bulk_migrations.py`
+(key `migrations_bulk`, kept by a full run here; docs/benchmarks.md shows it).
+
 The fan-out on SQLite beside PostgreSQL (N = 1, 4, 16, 32 environments at once) is a run of its
 own, `bench/fanout_team.py` (~20-25 min on 2 quiet cores): it keeps its figures under the key
 `fanout_team` of bench/results.json, which a full run here leaves in place, and --markdown prints
@@ -53,6 +56,7 @@ from benchkit import (
     workdir,
     write_results,
 )
+from bulk_migrations import KEY as BULK_KEY
 from fanout_report import KEY as FANOUT_KEY
 from fanout_report import markdown as fanout_markdown
 from toolchain import figures as toolchain_figures
@@ -208,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         merge_results(results)
     elif not errors:
         earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        if FANOUT_KEY in earlier:  # bench/fanout_team.py's figures: a run of their own, kept
-            results[FANOUT_KEY] = earlier[FANOUT_KEY]
+        for key in (FANOUT_KEY, BULK_KEY):  # runs of their own (fanout_team, bulk_migrations): kept
+            if key in earlier:
+                results[key] = earlier[key]
         write_results(results)
     print(table(results))
     print(

@@ -22,7 +22,7 @@ from flows.walk import Walk, announce_phase, describe, walk_graph
 from stackflow.dag import Node, NodeKind
 from stackflow.engine import Operation
 from stackflow.migrator.errors import MigrationError, TransientDatabaseError
-from stackflow.migrator.plan import pin_changes
+from stackflow.migrator.pins import pin_changes
 from stackflow.plan import DeployPlan, StackPlan, migrations_dict
 from tasks.context import RunContext, StackOutcome
 
@@ -199,7 +199,7 @@ def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:
         now = planner.plan(ctx, {})
     except (MigrationError, TransientDatabaseError) as exc:
         return f"the migrations could not be checked again ({ctx.redactor(describe(exc))})"
-    names = {p.version: p.name for p in now.pending}
+    names = {p.key: p.name for p in now.pending}
     parts = pin_changes(plan.pinned, now.pinned, {}, names)  # applied meanwhile: changed too
     if not parts:
         return ""

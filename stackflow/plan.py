@@ -18,6 +18,7 @@ from typing import Any
 from stackflow.engine.base import KNOWN_AFTER_APPLY, ChangeCounts, PropertyChange, ResourceChange
 from stackflow.migrator.plan import MigrationPlanReport
 from stackflow.migrator.splitter import one_line
+from stackflow.migrator.version import Version
 
 _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all
@@ -120,8 +121,8 @@ class DeployPlan:
         )
 
     @property
-    def pinned(self) -> dict[int, str]:
-        """version -> checksum of the migration files approved."""
+    def pinned(self) -> dict[str, str]:
+        """key (`V1.1`, `R__views`) -> checksum of the migration files approved."""
         return self.migrations.pinned if self.migrations else {}
 
     def stack(self, node: str) -> StackPlan | None:
@@ -198,6 +199,13 @@ class DeployPlan:
         return "\n".join(parts)
 
 
+def _version_json(version: object) -> int | str | None:
+    """A pending file's version as data: a number when it is one (9), else its text (2.0.1);
+    None for a repeatable file."""
+    parsed = Version.of_record(version)
+    return None if parsed is None else parsed.number_or_text
+
+
 def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, Any] | None:
     """The pending migrations as data: what every rendering below reads (`--json`, the plan's and
     the preview's summaries). None: not part of the run; `note`: why they could not be read."""
@@ -208,7 +216,7 @@ def migrations_dict(m: MigrationPlanReport | None, note: str = "") -> dict[str, 
         "already_applied": m.already_applied,
         "pending": [
             {
-                "version": p.version,
+                "version": _version_json(p.version),
                 "file": p.name,
                 "checksum": p.checksum,
                 "statements": list(p.statements),

@@ -80,14 +80,20 @@ def migrations_artifact_markdown(
             "|---:|---|---|---:|---:|",
         ]
         lines += [
-            f"| {a.version} | {_cell(a.description)} | `{_cell(a.filename)}` | {a.statements} "
+            f"| {a.version or 'repeatable'} | {_cell(a.description)} | `{_cell(a.filename)}` "
+            f"| {a.statements} "
             f"| {a.duration_s:.3f} |"
             for a in report.applied
         ]
     else:
         lines += ["", "Nothing to apply: the schema is up to date."]
+    if report.adopted_from_flyway:
+        lines += [
+            "",
+            f"Adopted {report.adopted_from_flyway} record(s) from Flyway's flyway_schema_history.",
+        ]
     if report.missing:
-        gone = ", ".join(f"V{v}" for v in report.missing)
+        gone = ", ".join(report.missing)
         lines += ["", f"Applied before but gone from the migrations folder (allowed): {gone}."]
     return "\n".join(lines) + "\n"
 
@@ -108,7 +114,7 @@ def run_migrations(
     settings: MigrationSettings,
     environment: str,
     protected: bool,
-    pinned: Mapping[int, str] | None = None,
+    pinned: Mapping[str, str] | None = None,
     stop: threading.Event | None = None,
 ) -> MigrateReport:
     """Wait for the database, apply pending migrations, and publish a `migrations-<env>` artifact.
@@ -122,7 +128,7 @@ def run_migrations(
         environment: the environment name, for the task run name and artifact key.
         protected: the environment is protected (its kind's profile, `settings.profile.protected`):
             unapproved findings refuse the run.
-        pinned: version -> checksum of the pending files an approval showed (from
+        pinned: key (`V1.1`, `R__views`) -> checksum of the pending files an approval showed (from
             `pending_plan(...).pinned`); other pending files are refused
             (`MigrationPlanChanged`), and these files' findings count as approved.
         stop: the run's interruption: the wait for the database ends when it is set.
@@ -162,10 +168,16 @@ def run_migrations(
         on_applied=on_applied,
         stop=stop,
     )
+    if report.adopted_from_flyway:
+        logger.info(
+            "adopted %d record(s) from flyway_schema_history on %s (checksums matched)",
+            report.adopted_from_flyway,
+            where,
+        )
     if report.missing:
         logger.warning(
             "applied migrations whose files are gone (allowed): %s",
-            ", ".join(f"V{v}" for v in report.missing),
+            ", ".join(report.missing),
         )
     logger.info(
         "migrations on %s: %d applied, %d already applied (%.2fs)",
@@ -196,7 +208,7 @@ def migrate_step(
 ) -> StackOutcome:
     """Bring the database schema to the latest version (a nested task with its own retries).
 
-    `plan`: what an approval covered; its migration files (version -> checksum) are the only ones
+    `plan`: what an approval covered; its migration files (key -> checksum) are the only ones
     that may run (any other pending file stops the run: MigrationPlanChanged), and their
     findings count as approved. Protected or not is the environment kind's, as at the CLI.
     """
@@ -232,7 +244,8 @@ def migrate_step(
         raise
     applied = len(report.applied)
     if ctx.records is not None:  # `status` reads the schema's version here, not from the database
-        record_migrations(ctx.records, settings.environment, report.version, applied, ctx.commit)
+        version = None if report.version is None else report.version.number_or_text
+        record_migrations(ctx.records, settings.environment, version, applied, ctx.commit)
     note = f"{applied} applied, {report.already_applied} already applied"
     status = "migrated" if applied else "unchanged"
     ctx.publish(node, NodeState.DONE, status=status, detail=note)

@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir",
         type=Path,
         metavar="FOLDER",
-        help="folder of V<version>__<description>.sql files (default: [migrations] dir in the "
-        "environment's file)",
+        help="folder of V<version>__<description>.sql and R__<description>.sql files (default: "
+        "[migrations] dir in the environment's file)",
     )
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baseline",
         type=_version,
         metavar="VERSION",
-        help="record an existing schema as migrated up to VERSION (only without history)",
+        help="record an existing schema as migrated up to VERSION (1, 1.1, 2.0.1; only without "
+        "history)",
     )
     parser.add_argument(
         "--mark-ran",
@@ -88,20 +89,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--approve-destructive",
-        type=_version,
+        type=_approved,
         action="append",
         default=[],
         metavar="VERSION",
-        help="in a protected environment, run this version's destructive statements (repeatable)",
+        help="in a protected environment, run this version's destructive statements (a "
+        "repeatable file: R__<description>; the option repeats)",
     )
 
 
-def _version(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 10**18:
+def _version(text: str) -> str:
+    from stackflow.migrator.version import EXAMPLES, Version, VersionError
+
+    try:
+        parsed = Version.parse(text)
+    except VersionError as exc:
         raise argparse.ArgumentTypeError(
-            f"not a migration version (1 or more, digits 0-9): {text!r}"
-        )
-    return int(text)
+            f"not a migration version: {exc} (versions look like {EXAMPLES})"
+        ) from None
+    if parsed.parts == (0,):
+        raise argparse.ArgumentTypeError(f"not a migration version: {text!r} (1 or more)")
+    return parsed.text
+
+
+def _approved(text: str) -> str:
+    """The key of the file whose findings are approved: `V<version>` or `R__<description>`."""
+    from stackflow.migrator.version import Version
+
+    if text.startswith("R__"):
+        return "R__" + text[3:].removesuffix(".sql").replace("_", " ")
+    return f"V{Version.parse(_version(text)).canonical}"
 
 
 def _target(
@@ -127,7 +144,7 @@ def _target(
 def status_table(rows: list[MigrationStatus]) -> str:
     """The `--status` table: version, state, description."""
     lines = [f"{'version':>8}  {'state':<8}  description", f"{'-' * 8}  {'-' * 8}  {'-' * 30}"]
-    lines += [f"{r.version:>8}  {r.state:<8}  {r.description}" for r in rows]
+    lines += [f"{r.version or 'R'!s:>8}  {r.state:<8}  {r.description}" for r in rows]
     return "\n".join(lines)
 
 
@@ -206,7 +223,11 @@ def _run(
         rows = admin.status(target, mig, folder)
         say(f"migrations on {where}:")
         say(status_table(rows))
-        gone = [f"V{r.version}" for r in rows if r.state == "missing"]
+        gone = [
+            f"V{r.version}" if r.version else f"R__{r.description}"
+            for r in rows
+            if r.state == "missing"
+        ]
         if gone:
             say(
                 f"applied but gone from the folder: {', '.join(gone)}; a run refuses unless "
@@ -217,7 +238,7 @@ def _run(
         cleared = admin.repair(target, mig, mark_ran=args.mark_ran)
         if cleared:
             what = "recorded as run" if args.mark_ran else "cleared failed records"
-            say(f"{what} on {where}: {', '.join(f'V{v}' for v in cleared)}")
+            say(f"{what} on {where}: {', '.join(cleared)}")
             say("run `python flows/run.py migrate` to go on")
         else:
             say(f"no failed or interrupted records on {where}; nothing to repair")
@@ -259,10 +280,13 @@ def _run(
         on_attempt=on_attempt,
         on_applied=on_applied,
     )
-    if report.missing:
+    if report.adopted_from_flyway:
         say(
-            f"applied but gone from the folder (allowed): {', '.join(f'V{v}' for v in report.missing)}"
+            f"adopted {report.adopted_from_flyway} record(s) from flyway_schema_history: what "
+            "Flyway applied counts as applied (checksums matched)"
         )
+    if report.missing:
+        say(f"applied but gone from the folder (allowed): {', '.join(report.missing)}")
     say(
         f"migrations on {where}: {len(report.applied)} applied, {report.already_applied} already "
         f"applied ({report.duration_s:.2f}s)"
@@ -273,6 +297,10 @@ def _run(
 def run_on_environment(args: argparse.Namespace, settings: Settings) -> int:
     """`migrate` as the command line runs it: without --database-url or STACKFLOW_DATABASE_URL,
     on the database the environment's database stack serves."""
-    from graph import database_target
 
-    return run(args, settings, target_from_stack=lambda: database_target(settings))
+    def target_from_stack() -> MysqlTarget:
+        from graph import database_target  # the graph imports Prefect: only without a URL
+
+        return database_target(settings)
+
+    return run(args, settings, target_from_stack=target_from_stack)

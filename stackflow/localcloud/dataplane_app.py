@@ -23,7 +23,7 @@ import pymysql
 from botocore.exceptions import BotoCoreError, ClientError
 
 from stackflow.redact import Redactor
-from stackflow.schema_history import HISTORY_TABLE
+from stackflow.schema_history import HISTORY_TABLE, latest_version
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
@@ -217,17 +217,18 @@ def schema_version(db: AppDatabase) -> str | None:
     try:
         with conn.cursor() as cur:
             try:
-                cur.execute(f"SELECT MAX(version) FROM {HISTORY_TABLE} WHERE success = 1")
+                # versions are text ("1.10" > "1.9"): the highest is picked part by part
+                cur.execute(f"SELECT version FROM {HISTORY_TABLE} WHERE success = 1")
             except pymysql.err.ProgrammingError as exc:
                 if _mysql_code(exc) == _NO_SUCH_TABLE:
                     return None
                 raise
-            row = cur.fetchone()
+            rows = cur.fetchall()
     except pymysql.err.MySQLError as exc:
         raise Unhealthy(redact(f"{where}: reading {HISTORY_TABLE} failed: {exc}")) from None
     finally:
         conn.close()
-    return None if row is None or row[0] is None else str(row[0])
+    return latest_version(r[0] for r in rows)
 
 
 def health(cloud: CloudContext, lb_arn: str, port: int) -> tuple[int, dict[str, Any]]:

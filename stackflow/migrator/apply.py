@@ -1,22 +1,22 @@
 """Applying pending files, in version order, under the schema's migration lock, with progress
-recorded per statement.
+recorded per statement (units: stackflow.migrator.units).
 
 A data statement (INSERT, UPDATE, DELETE, SET ...) commits in one transaction with its progress
-record, so after a crash the file resumes at the next statement. MySQL commits DDL implicitly, so
-a DDL statement is marked "in flight" before it runs; a crash between it and its record is the one
-ambiguous case, and the runner refuses, naming the file and statement, until someone checks and
-runs `repair`. Each file runs in a fresh session; a resumed one replays its session statements
-(SET, USE) first.
+record, so after a crash the file resumes at the next statement; inside a mysqldump LOCK TABLES
+region too. MySQL commits DDL implicitly, so a DDL statement is marked "in flight" before it
+runs; a crash between it and its record is the one ambiguous case, and the runner refuses,
+naming the file and statement, until someone checks and runs `repair`. Each file runs in a fresh
+session; a resumed one replays its session statements (SET, USE) first, and the LOCK TABLES of a
+region it resumes inside.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pymysql
 import pymysql.cursors
@@ -43,9 +43,9 @@ from stackflow.migrator.history import (
     start_record,
     update_record,
 )
+from stackflow.migrator.pins import check_pinned
 from stackflow.migrator.plan import (
     REPAIR_COMMAND,
-    check_pinned,
     checked,
     destructive_refusal,
     interrupted_message,
@@ -53,68 +53,25 @@ from stackflow.migrator.plan import (
 )
 from stackflow.migrator.splitter import Statement
 from stackflow.migrator.target import MysqlTarget
+from stackflow.migrator.units import (
+    Unit,
+    lock_with_history,
+    session_replay,
+    statement_kind,
+    units_of,
+)
+from stackflow.migrator.version import Version
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings
 
-StatementKind = Literal["data", "session", "ddl", "open", "close"]
-_DATA = {"INSERT", "UPDATE", "DELETE", "REPLACE", "SELECT", "WITH", "VALUES", "DO", "LOAD"}
-
-
-def statement_kind(st: Statement) -> StatementKind:
-    """How a statement commits: data (in a transaction), session (SET, USE: replayed when a file
-    resumes), ddl (implicit commit), or the open/close of a LOCK TABLES or transaction region."""
-    word = st.keyword
-    if word == "SET":
-        rest = st.sql.upper()
-        global_like = re.match(r"(?:\s|/\*!\d*)*SET\s+(GLOBAL|PASSWORD|DEFAULT|ROLE)\b", rest)
-        return "ddl" if global_like else "session"
-    if word == "USE":
-        return "session"
-    if word in _DATA:
-        return "data"
-    if word in ("LOCK", "START"):
-        return "open"
-    if word == "BEGIN":
-        return "ddl" if re.search(r"^\W*BEGIN\s+NOT\b", st.sql.upper()) else "open"
-    if word in ("UNLOCK", "COMMIT", "ROLLBACK"):
-        return "close"
-    return "ddl"
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Statements recorded together: one data statement (atomic with its record), one DDL
-    statement, or a LOCK TABLES / transaction region (marked in flight while it runs)."""
-
-    first: int
-    last: int
-    atomic: bool
-
-
-def units_of(statements: Sequence[Statement]) -> list[Unit]:
-    """Group a file's statements into the units their progress is recorded by."""
-    out: list[Unit] = []
-    region: int | None = None
-    for st in statements:
-        kind = statement_kind(st)
-        if region is not None:
-            if kind == "close" or st.number == len(statements):
-                out.append(Unit(region, st.number, False))
-                region = None
-            continue
-        if kind == "open" and st.number < len(statements):
-            region = st.number
-        else:
-            out.append(Unit(st.number, st.number, kind in ("data", "session", "close")))
-    return out
-
 
 @dataclass(frozen=True)
 class AppliedMigration:
-    """A file this run applied (statements counts all of it; first_statement > 1: resumed)."""
+    """A file this run applied (statements counts all of it; first_statement > 1: resumed;
+    version None for a repeatable file)."""
 
-    version: int
+    version: Version | None
     description: str
     filename: str
     statements: int
@@ -125,19 +82,61 @@ class AppliedMigration:
 @dataclass
 class MigrateReport:
     """What a run did: files applied now, how many were applied (or baselined) before, files
-    applied before whose file is gone, and how long it took."""
+    applied before whose file is gone (`V1.1`, `R__views`), how long it took, and how many
+    records it adopted from Flyway's history."""
 
     applied: list[AppliedMigration] = field(default_factory=list)
     already_applied: int = 0
     duration_s: float = 0.0
-    missing: list[int] = field(default_factory=list)
-    version: int | None = None  # the schema's version after the run (None: nothing applied ever)
+    missing: list[str] = field(default_factory=list)
+    version: Version | None = None  # the schema's version after the run (None: nothing applied)
+    adopted_from_flyway: int = 0
 
 
-def _session_replay(statements: Sequence[Statement], before: int) -> list[Statement]:
-    # A resumed file runs in a new session: its earlier session statements (sql_mode, FK checks,
-    # character set, user variables, the current database) are run again first.
-    return [s for s in statements[: before - 1] if statement_kind(s) == "session"]
+class _LockedRegion:
+    """Runs the statements of a LOCK TABLES region that keeps progress per statement: the
+    history table is locked with the file's tables and written by the file's own session, with
+    autocommit off (START TRANSACTION would release the table locks) and a COMMIT per statement,
+    so each row statement commits with its progress record."""
+
+    def __init__(
+        self, cur: pymysql.cursors.Cursor, database: str, rank: int, progress: _Progress
+    ) -> None:
+        self.cur, self.rank, self.progress = cur, rank, progress
+        self.in_flight = progress_sql(database, "in_flight_from = %s, in_flight_to = %s")
+        self.done = progress_sql(
+            database, "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL"
+        )
+        self.database = database
+        self.autocommit = 1
+
+    def lock(self, st: Statement) -> None:
+        """Run the region's LOCK TABLES, with the history table added, autocommit off."""
+        self.cur.execute("SELECT @@autocommit")
+        self.autocommit = int((self.cur.fetchone() or (1,))[0])
+        self.cur.execute("SET autocommit = 0")
+        self.cur.execute(lock_with_history(st.sql, self.database))
+
+    def run(self, unit: Unit, st: Statement, record: str) -> None:
+        cur, kind = self.cur, statement_kind(st)
+        self.progress.current = st
+        if st.number == unit.lock:
+            self.lock(st)
+        elif kind == "ddl":  # commits implicitly: marked in flight first, as outside
+            cur.execute(self.in_flight, (st.number, st.number, self.rank))
+            cur.execute("COMMIT")
+            self.progress.in_flight = unit
+            cur.execute(st.sql)
+        elif kind == "close":  # UNLOCK TABLES
+            cur.execute(st.sql)
+            cur.execute(f"SET autocommit = {self.autocommit}")
+        else:
+            cur.execute(st.sql)
+            if kind == "session":
+                cur.execute("SET autocommit = 0")  # whatever the file's SET did to it
+        cur.execute(self.done if kind == "ddl" else record, (st.number, self.rank))
+        cur.execute("COMMIT")
+        self.progress.in_flight = None
 
 
 @dataclass
@@ -150,6 +149,7 @@ class _Progress:
 
 def _fail(
     control: MysqlConnection,
+    rank: int,
     m: Migration,
     statements: Sequence[Statement],
     start: int,
@@ -167,7 +167,7 @@ def _fail(
         what = f"statement {number} of {len(statements)} (line {st.line if st else 0})"
         update_record(
             control,
-            m.version,
+            rank,
             "state = 'failed', success = 0, error = %s, duration_ms = %s, "
             "in_flight_from = NULL, in_flight_to = NULL",
             f"{what}: ({code}) {message}"[:MAX_ERROR_CHARS],
@@ -183,11 +183,11 @@ def _fail(
         # The DDL may or may not have been committed: never retried blindly.
         record = HistoryRecord(
             m.version, m.description, m.checksum, datetime.now(), 0, False, None,
-            "running", unit.first - 1, unit.first, unit.last,
+            "running", unit.first - 1, unit.first, unit.last, rank,
         )  # fmt: skip
         raise MigrationInterrupted(
             f"{m.filename}: connection lost ({err}); "
-            + interrupted_message(record, f"V{m.version} ({m.path})")
+            + interrupted_message(record, f"{record.label} ({m.path})")
         ) from None
     if isinstance(err, TransientDatabaseError):
         raise TransientDatabaseError(
@@ -201,18 +201,29 @@ def _run_units(
     control: MysqlConnection,
     cur: pymysql.cursors.Cursor,
     database: str,
-    m: Migration,
+    rank: int,
     statements: Sequence[Statement],
     start: int,
     progress: _Progress,
 ) -> None:
     by_number = {s.number: s for s in statements}
     record = progress_sql(database)
-    for st in _session_replay(statements, start):
+    region = _LockedRegion(cur, database, rank, progress)
+    units = units_of(statements)
+    resumed_lock = next((u.lock for u in units if u.first == start and u.lock < start), 0)
+    for st in session_replay(statements, start):
         progress.current = st
-        cur.execute(st.sql)
-    for unit in units_of(statements):
+        if st.number == resumed_lock:
+            region.lock(st)
+        else:
+            cur.execute(st.sql)
+    if resumed_lock:
+        cur.execute("SET autocommit = 0")  # a replayed SET may have turned it back on
+    for unit in units:
         if unit.last < start:
+            continue
+        if unit.lock:
+            region.run(unit, by_number[unit.first], record)
             continue
         if unit.atomic:
             progress.current = st = by_number[unit.first]
@@ -221,11 +232,11 @@ def _run_units(
                 # The statement and its progress record commit together, or neither does.
                 cur.execute("START TRANSACTION")
             cur.execute(st.sql)
-            cur.execute(record, (unit.last, m.version))
+            cur.execute(record, (unit.last, rank))
             cur.execute("COMMIT")
             continue
         update_record(
-            control, m.version, "in_flight_from = %s, in_flight_to = %s", unit.first, unit.last
+            control, rank, "in_flight_from = %s, in_flight_to = %s", unit.first, unit.last
         )
         progress.in_flight = unit
         for number in range(unit.first, unit.last + 1):
@@ -234,7 +245,7 @@ def _run_units(
         cur.execute("COMMIT")  # in case the file turned autocommit off
         update_record(
             control,
-            m.version,
+            rank,
             "statements_done = %s, in_flight_from = NULL, in_flight_to = NULL",
             unit.last,
         )
@@ -246,31 +257,33 @@ def _apply_file(
     control: MysqlConnection,
     m: Migration,
     statements: Sequence[Statement],
-    start: int,
-    resuming: bool,
+    resumed: HistoryRecord | None,
     target: MysqlTarget,
     settings: MigrationSettings,
 ) -> AppliedMigration:
-    """Run `m` from statement `start` in a fresh session, recording progress per unit."""
+    """Run `m` in a fresh session, from the statement after `resumed`'s last (its row, when an
+    earlier run started it) or from its first, recording progress per unit."""
     began = time.monotonic()
-    if not resuming:
-        start_record(control, m, len(statements))
+    if resumed is None:
+        start, rank = 1, start_record(control, m, len(statements))
+    else:
+        start, rank = resumed.statements_done + 1, resumed.rank
     progress = _Progress()
     failure: BaseException | None = None
     try:
         with connect(target, settings) as conn, conn.cursor() as cur:
             try:
-                _run_units(control, cur, target.database, m, statements, start, progress)
+                _run_units(control, cur, target.database, rank, statements, start, progress)
             except (pymysql.err.MySQLError, OSError) as exc:
                 failure = exc  # handled below, with its server code, after the session closes
     except TransientDatabaseError as exc:
         failure = exc
     if failure is not None:
-        _fail(control, m, statements, start, progress, failure, target, began)
+        _fail(control, rank, m, statements, start, progress, failure, target, began)
     duration = time.monotonic() - began
     update_record(
         control,
-        m.version,
+        rank,
         "state = 'applied', success = 1, applied_at = UTC_TIMESTAMP(6), duration_ms = %s, "
         "statements_done = %s, statements_total = %s",
         round(duration * 1000),
@@ -287,10 +300,11 @@ def apply_pending(
     *,
     protected: bool,
     on_applied: Callable[[AppliedMigration], None] | None = None,
-    approved_destructive: Collection[int] = (),
-    pinned: Mapping[int, str] | None = None,
+    approved_destructive: Collection[str] = (),
+    pinned: Mapping[str, str] | None = None,
 ) -> MigrateReport:
-    """Apply every pending file of `migrations` in version order, under the schema's GET_LOCK.
+    """Apply every pending file of `migrations` (versioned ones by version, then repeatable ones
+    by description), under the schema's GET_LOCK.
 
     Before anything runs, every pending file is refused if it would destroy the runner's history
     or holds a client command, then checked for foreign DEFINERs, statements over
@@ -303,8 +317,8 @@ def apply_pending(
         migrations: the loaded files (`load_migrations`), sorted by version.
         protected: refuse findings unless allowed by the file's marker or approved.
         on_applied: called after each file is applied and recorded.
-        approved_destructive: versions whose findings were approved.
-        pinned: version -> checksum of the approved pending files; any other pending set is
+        approved_destructive: keys (`V1.1`, `R__views`) of files whose findings were approved.
+        pinned: key -> checksum of the approved pending files; any other pending set is
             refused, and their findings count as approved.
 
     Raises:
@@ -319,10 +333,9 @@ def apply_pending(
     with connect(target, settings) as conn, migration_lock(conn, target.database, settings):
         todo = read_plan(conn, migrations, settings)
         report.already_applied = todo.already_applied
-        report.missing = [r.version for r in todo.missing]
-        report.version = max(
-            [r.version for r in todo.applied] + [m.version for m in todo.covered], default=None
-        )
+        report.adopted_from_flyway = todo.adopted
+        report.missing = [r.label for r in todo.missing]
+        report.version = todo.version
         approved = set(approved_destructive)
         if pinned is not None:
             check_pinned(todo, pinned)
@@ -331,15 +344,15 @@ def apply_pending(
             report.duration_s = time.monotonic() - started
             return report
         preview = checked(conn, target, settings, todo, protected)
-        blocking = [(p, f) for p, f in preview.blocking if p.version not in approved]
+        blocking = [(p, f) for p, f in preview.blocking if p.key not in approved]
         if blocking:
             raise MigrationDestructiveChange(destructive_refusal(blocking))
         for m in todo.pending:
             statements = prepared_statements(m, target.user, settings.strip_definer)
-            start, resuming = todo.resume.get(m.version, 1), m.version in todo.resume
-            applied = _apply_file(conn, m, statements, start, resuming, target, settings)
+            applied = _apply_file(conn, m, statements, todo.resume.get(m.key), target, settings)
             report.applied.append(applied)
-            report.version = max(report.version or applied.version, applied.version)
+            if m.version is not None and (report.version is None or m.version > report.version):
+                report.version = m.version
             if on_applied is not None:
                 on_applied(applied)
     report.duration_s = time.monotonic() - started

@@ -4,12 +4,23 @@ narrowing MODIFY against."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from stackflow.migrator.connection import MysqlConnection
-from stackflow.migrator.errors import MigrationDefinerError, MigrationStatementTooLarge
+from stackflow.migrator.errors import (
+    MigrationDefinerError,
+    MigrationRefused,
+    MigrationStatementTooLarge,
+)
 from stackflow.migrator.files import Migration
-from stackflow.migrator.lint import ColumnLookup, LiveColumn, foreign_definers, strip_definer
+from stackflow.migrator.lint import (
+    ROW_STATEMENTS,
+    ColumnLookup,
+    LiveColumn,
+    foreign_definers,
+    strip_definer,
+)
 from stackflow.migrator.splitter import Statement
 
 STRIP_DEFINER = "--strip-definer (for every run: strip_definer = true under [migrations] in environments/<name>.toml)"
@@ -61,21 +72,49 @@ def prepared_statements(m: Migration, user: str, strip_definers: bool) -> tuple[
             f"'{user}' (creating it needs SUPER or SET USER). Drop the clauses with "
             f"{STRIP_DEFINER} so the migration user owns the objects, or edit the file"
         )
-    return tuple(Statement(s.number, s.line, strip_definer(s.sql)) for s in m.statements)
+    return tuple(
+        s if s.keyword in ROW_STATEMENTS else Statement(s.number, s.line, strip_definer(s.sql))
+        for s in m.statements
+    )
 
 
-def max_allowed_packet(conn: MysqlConnection) -> int:
-    """The server's max_allowed_packet (bytes)."""
+def server_limits(conn: MysqlConnection) -> tuple[int, bool]:
+    """The server's max_allowed_packet (bytes), and whether it compares database and table names
+    ignoring case (lower_case_table_names 1 or 2; 0, Linux's default, compares them as written)."""
     with conn.cursor() as cur:
-        cur.execute("SELECT @@max_allowed_packet")
+        cur.execute("SELECT @@max_allowed_packet, @@lower_case_table_names")
         row = cur.fetchone()
-    return int(row[0]) if row else 16 * 1024 * 1024
+    if not row:
+        return 16 * 1024 * 1024, False
+    return int(row[0]), int(row[1] or 0) != 0
+
+
+# Flyway's placeholders (its default prefix and suffix), which it replaces anywhere in a file.
+_PLACEHOLDER_RE = re.compile(r"\$\{[^}\n]*\}")
+
+
+def check_placeholders(m: Migration) -> None:
+    """Refuse a pending file holding a Flyway `${placeholder}`: stackflow replaces none, and the
+    server would get the text as it is.
+
+    Raises:
+        MigrationRefused: naming the file, the line and the placeholder; nothing ran.
+    """
+    found = _PLACEHOLDER_RE.search(m.sql) if "${" in m.sql else None
+    if found is not None:
+        line = m.sql.count("\n", 0, found.start()) + 1
+        raise MigrationRefused(
+            f"{m.filename}: line {line} holds the Flyway placeholder {found[0]}, which stackflow "
+            "does not replace (nothing was changed); write the value into the file (as a new "
+            "version, if this one was applied)"
+        )
 
 
 def check_sizes(m: Migration, statements: Sequence[Statement], limit: int) -> None:
     """Raises MigrationStatementTooLarge naming the first statement larger than `limit` bytes."""
     for st in statements:
-        size = len(st.sql.encode("utf-8")) + 1  # the command byte
+        text = st.sql
+        size = (len(text) if text.isascii() else len(text.encode("utf-8"))) + 1  # command byte
         if size > limit:
             raise MigrationStatementTooLarge(
                 f"{m.filename}: statement {st.number} (line {st.line}) is {size} bytes, over the "

@@ -24,8 +24,8 @@ def migrate(
     *,
     protected: bool,
     folder: Path | None = None,
-    pinned: Mapping[int, str] | None = None,
-    approved_destructive: Collection[int] = (),
+    pinned: Mapping[str, str] | None = None,
+    approved_destructive: Collection[str] = (),
     on_attempt: Callable[[WaitAttempt], None] | None = None,
     on_applied: Callable[[AppliedMigration], None] | None = None,
     stop: threading.Event | None = None,
@@ -39,9 +39,10 @@ def migrate(
         protected: the environment is protected (its kind's profile): findings then refuse the
             run unless a file's marker allows them or they were approved.
         folder: the migrations folder (default: settings.dir).
-        pinned: version -> checksum of the files an approval showed; any other pending set is
-            refused (`MigrationPlanChanged`), and these files' findings count as approved.
-        approved_destructive: versions whose findings were approved (the CLI's option).
+        pinned: key (`V1.1`, `R__views`) -> checksum of the files an approval showed; any other
+            pending set is refused (`MigrationPlanChanged`), and these files' findings count as
+            approved.
+        approved_destructive: keys of files whose findings were approved (the CLI's option).
         on_attempt: called after each connection attempt while waiting.
         on_applied: called after each file is applied and recorded.
         stop: set when the run is interrupted: the wait for the database ends at once

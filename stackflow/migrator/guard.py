@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from stackflow.migrator.errors import MigrationRefused
-from stackflow.migrator.lint import IDENT, QUALIFIED, normalise
+from stackflow.migrator.lint import IDENT, QUALIFIED, ROW_STATEMENTS, normalise
 from stackflow.migrator.splitter import Statement, one_line
 from stackflow.schema_history import HISTORY_TABLE
 
@@ -27,11 +27,12 @@ CLIENT_COMMANDS = frozenset(
     "rehash resetconnection query_attributes source ssl_session_data_print status system tee "
     "warnings".upper().split()
 )
-# Code outside strings, quoted names and comments; a backslash there is a client command
-# (`\N` aside: the client passes it on, and the server reads it as NULL).
-_SCAN_RE = re.compile(
-    r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\"|`[^`]*(?:``[^`]*)*`"
-    r"|(?:--(?=\s|$)|#)[^\n]*|/\*(?!!).*?\*/|(?P<cmd>\\(?!N))",
+# Code outside strings, quoted names and comments, taken in one possessive match: it stops at a
+# backslash there, a client command (`\N` aside: the client passes it on, and the server reads it
+# as NULL), or at what it cannot take (then one character is stepped over).
+_CODE_RUN_RE = re.compile(
+    r"(?:[^'\"`#/\\-]++|'[^'\\]*+(?:(?:\\.|'')[^'\\]*+)*+'|\"[^\"\\]*+(?:(?:\\.|\"\")[^\"\\]*+)*+\""
+    r"|`[^`]*+(?:``[^`]*+)*+`|(?:--(?=\s|$)|#)[^\n]*+|(?>/\*(?!!).*?\*/)|/|-|\\N)*+",
     re.S,
 )
 _USE_RE = re.compile(rf"^USE\s+({IDENT})", re.I)
@@ -69,36 +70,48 @@ class Refusal:
         )
 
 
-def _plain(name: str) -> str:
-    return name.strip("`").replace("``", "`").casefold()
+def _plain(name: str, fold_case: bool) -> str:
+    """A name as the server compares it: unquoted, and case-folded when the server ignores case
+    (lower_case_table_names 1 or 2); as written otherwise (0, Linux's default)."""
+    plain = name.strip("`").replace("``", "`")
+    return plain.casefold() if fold_case else plain
 
 
-def _names(text: str, current: str) -> Iterable[tuple[str, str]]:
+def _names(text: str, current: str, fold_case: bool) -> Iterable[tuple[str, str]]:
     """(schema, table) of each name in `text`, unqualified ones in the `current` schema."""
     for match in _NAME_RE.finditer(text):
         if match[1].upper() == "TO":
             continue
         if match[2] is None:
-            yield current, _plain(match[1])
+            yield current, _plain(match[1], fold_case)
         else:
-            yield _plain(match[1]), _plain(match[2])
+            yield _plain(match[1], fold_case), _plain(match[2], fold_case)
 
 
 def _client_command(st: Statement) -> tuple[str, int] | None:
     """The client command in `st` and its line, if it holds one."""
     if st.keyword in CLIENT_COMMANDS:
         return st.sql.split("\n", 1)[0].strip(), st.line
-    for match in _SCAN_RE.finditer(st.sql):
-        if match["cmd"] is not None:
-            offset = match.start("cmd")
-            begins = st.sql.rfind("\n", 0, offset) + 1
-            shown = st.sql[begins:].split("\n", 1)[0].strip()
-            return shown, st.line + st.sql.count("\n", 0, offset)
-    return None
+    sql, offset = st.sql, 0
+    if "\\" not in sql:
+        return None
+    while True:
+        offset = _CODE_RUN_RE.match(sql, offset).end()  # type: ignore[union-attr]
+        if offset >= len(sql):
+            return None
+        if sql[offset] == "\\":
+            begins = sql.rfind("\n", 0, offset) + 1
+            shown = sql[begins:].split("\n", 1)[0].strip()
+            return shown, st.line + sql.count("\n", 0, offset)
+        offset += 1
 
 
 def refusals(
-    filename: str, statements: Sequence[Statement], database: str, start: int = 1
+    filename: str,
+    statements: Sequence[Statement],
+    database: str,
+    start: int = 1,
+    fold_case: bool = False,
 ) -> list[Refusal]:
     """The statements of one file (from statement `start` on) that may never run.
 
@@ -107,37 +120,48 @@ def refusals(
         statements: the file's statements, in order (earlier ones too: a USE changes the schema).
         database: the database being migrated, where the history table is.
         start: the first statement that will run (a resumed file's earlier ones already ran).
+        fold_case: the server compares database and table names ignoring case
+            (lower_case_table_names 1 or 2); otherwise `Chinook` is not `chinook`.
     """
-    target, history = _plain(database), HISTORY_TABLE.casefold()
+    target, history = _plain(database, fold_case), _plain(HISTORY_TABLE, fold_case)
     current = target
     out: list[Refusal] = []
     for st in statements:
+        if st.keyword in ROW_STATEMENTS:  # rows: only a client command can hide in one
+            command = _client_command(st) if st.number >= start else None
+            if command is not None:
+                out.append(Refusal(filename, st.number, command[1], *_command_refusal(command)))
+            continue
         text = normalise(st.sql)
-        refused = _refusal(st, text, current, target, history)
+        refused = _refusal(st, text, current, target, history, fold_case)
         if refused is not None and st.number >= start:
             shown, line, why, todo = refused
             out.append(Refusal(filename, st.number, line, shown, why, todo))
         if (use := _USE_RE.match(text)) is not None:
-            current = _plain(use[1])
+            current = _plain(use[1], fold_case)
     return out
 
 
+def _command_refusal(command: tuple[str, int]) -> tuple[str, str, str]:
+    """(text shown, why, what to do) for a client command."""
+    return (
+        one_line(command[0], 80),
+        "is a mysql client command, which the server cannot run",
+        "a migration holds SQL only: put a sourced file's statements in the migration "
+        "itself (or in a migration of their own), and end statements with ; (not \\g)",
+    )
+
+
 def _refusal(
-    st: Statement, text: str, current: str, target: str, history: str
+    st: Statement, text: str, current: str, target: str, history: str, fold_case: bool
 ) -> tuple[str, int, str, str] | None:
     """(text shown, line, why, what to do) when `st` may not run."""
     command = _client_command(st)
     if command is not None:
-        shown, line = command
-        return (
-            one_line(shown, 80),
-            line,
-            "is a mysql client command, which the server cannot run",
-            "a migration holds SQL only: put a sourced file's statements in the migration "
-            "itself (or in a migration of their own), and end statements with ; (not \\g)",
-        )
+        shown, why, todo = _command_refusal(command)
+        return shown, command[1], why, todo
     drop = _DROP_DATABASE_RE.match(text)
-    if drop is not None and _plain(drop[1]) == target:
+    if drop is not None and _plain(drop[1], fold_case) == target:
         return (
             one_line(st.sql),
             st.line,
@@ -150,7 +174,7 @@ def _refusal(
         match = pattern.match(text)
         if match is None:
             continue
-        if (target, history) in set(_names(match[1], current)):
+        if (target, history) in set(_names(match[1], current, fold_case)):
             return (
                 one_line(st.sql),
                 st.line,

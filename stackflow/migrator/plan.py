@@ -5,16 +5,17 @@ approval to what is then applied."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackflow.migrator.checks import (
+    check_placeholders,
     check_sizes,
     live_columns,
-    max_allowed_packet,
     prepared_statements,
+    server_limits,
 )
 from stackflow.migrator.connection import MysqlConnection, connect
 from stackflow.migrator.errors import (
@@ -23,14 +24,15 @@ from stackflow.migrator.errors import (
     MigrationInterrupted,
     MigrationMissingFiles,
     MigrationOrderError,
-    MigrationPlanChanged,
 )
 from stackflow.migrator.files import Migration, load_migrations
+from stackflow.migrator.flyway import history_or_flyway
 from stackflow.migrator.guard import check_refusals, refusals
-from stackflow.migrator.history import HistoryRecord, read_history
+from stackflow.migrator.history import HistoryRecord
 from stackflow.migrator.lint import MARKER, ColumnLookup, LintFinding, lint_statements
 from stackflow.migrator.splitter import Statement, one_line
 from stackflow.migrator.target import MysqlTarget
+from stackflow.migrator.version import Version
 
 if TYPE_CHECKING:
     from stackflow.settings import MigrationSettings
@@ -41,25 +43,40 @@ ALLOW_MISSING = "--allow-missing (for every run: allow_missing = true under [mig
 
 @dataclass(frozen=True)
 class Plan:
-    """What a run would do: applied records (baselines too), files still to apply (by version),
-    where a file started by an earlier run resumes (version -> statement number), applied records
-    whose file is gone, and the files a baseline covers without a record of their own."""
+    """What a run would do: records that need no run (applied and baselines; a repeatable's
+    latest when its file is unchanged), files still to apply (versioned by version, then
+    repeatable by description), the rows of files an earlier run started (by key, to resume),
+    applied records whose file is gone, files a baseline covers, and how many records were
+    adopted from Flyway's history now."""
 
     applied: list[HistoryRecord]
     pending: list[Migration]
-    resume: dict[int, int] = field(default_factory=dict)
+    resume: dict[str, HistoryRecord] = field(default_factory=dict)
     missing: list[HistoryRecord] = field(default_factory=list)
     covered: list[Migration] = field(default_factory=list)
+    adopted: int = 0
 
     @property
     def already_applied(self) -> int:
-        """How many versions need no run: applied or baselined records, and covered files."""
+        """How many files need no run: applied or baselined records, and covered files."""
         return len(self.applied) + len(self.covered)
 
+    def start(self, m: Migration) -> int:
+        """The statement `m` starts at: 1, or the one after an earlier run's last."""
+        row = self.resume.get(m.key)
+        return row.statements_done + 1 if row is not None else 1
 
-def _file_label(version: int, files: dict[int, Migration], description: str = "") -> str:
-    m = files.get(version)
-    return f"V{version} ({m.path})" if m else f"V{version} ({description}; its file is gone)"
+    @property
+    def version(self) -> Version | None:
+        """The schema's version before the run: the highest applied, baselined or covered."""
+        found = [r.version for r in self.applied if r.version is not None]
+        found += [m.version for m in self.covered if m.version is not None]
+        return max(found, default=None)
+
+
+def _file_label(r: HistoryRecord, files: dict[str, Migration]) -> str:
+    m = files.get(r.key)
+    return f"{r.label} ({m.path})" if m else f"{r.label} ({r.description}; its file is gone)"
 
 
 def interrupted_message(r: HistoryRecord, label: str) -> str:
@@ -82,9 +99,12 @@ def compute_plan(
 ) -> Plan:
     """Pure set arithmetic: which files are applied, pending, resumed, covered or missing.
 
+    A versioned file runs once; a repeatable one runs after the versioned ones, again whenever
+    its checksum differs from its latest record's.
+
     Args:
-        history: the history table's rows.
-        migrations: the files, sorted by version.
+        history: the history table's rows, in the order they were written.
+        migrations: the files, as `load_migrations` orders them.
         allow_out_of_order: apply a pending file whose version is below the latest applied one.
         allow_missing: go on although applied files are gone from the folder.
 
@@ -92,15 +112,15 @@ def compute_plan(
         MigrationFailedBefore: a failed record is present.
         MigrationInterrupted: a run stopped while a DDL statement was in flight.
         MigrationMissingFiles: applied files are gone and allow_missing is off.
-        MigrationChecksumError: an applied (or half-applied) file has changed.
+        MigrationChecksumError: an applied versioned (or half-applied) file has changed.
         MigrationOrderError: a pending version is below the latest applied one.
     """
-    files = {m.version: m for m in migrations}
+    files = {m.key: m for m in migrations}
     failed = [r for r in history if r.state == "failed"]
     if failed:
         r = failed[0]
         raise MigrationFailedBefore(
-            f"migration {_file_label(r.version, files, r.description)} failed in an earlier run "
+            f"migration {_file_label(r, files)} failed in an earlier run "
             f"({r.applied_at:%Y-%m-%d %H:%M:%S} UTC): {r.error or 'no error recorded'}. Statements "
             "before the failing one were committed (MySQL commits DDL): check the schema for what "
             "they changed, fix the file (make it safe to run again), then run "
@@ -108,65 +128,99 @@ def compute_plan(
         )
     for r in history:
         if r.interrupted:
-            raise MigrationInterrupted(
-                interrupted_message(r, _file_label(r.version, files, r.description))
-            )
-    baseline = max((r.version for r in history if r.state == "baseline"), default=None)
-    missing = [r for r in history if r.state in ("applied", "running") and r.version not in files]
+            raise MigrationInterrupted(interrupted_message(r, _file_label(r, files)))
+    latest = {r.key: r for r in history}  # a repeatable's rows: the last one written counts
+    baseline = max(
+        (r.version for r in history if r.state == "baseline" and r.version), default=None
+    )
+    started = [r for r in latest.values() if r.state in ("applied", "running")]
+    missing = [r for r in started if r.key not in files]
     if missing and not allow_missing:
-        names = ", ".join(f"V{r.version} ({r.description})" for r in missing)
+        names = ", ".join(f"{r.label} ({r.description})" for r in missing)
         raise MigrationMissingFiles(
             f"applied migration(s) {names} are gone from the migrations folder; restore the "
             f"file(s), or go on without them with {ALLOW_MISSING}"
         )
-    started = [r for r in history if r.state in ("applied", "running") and r.version in files]
-    changed = [r for r in started if files[r.version].checksum != r.checksum]
+    changed = [
+        r
+        for r in started
+        if r.key in files
+        and files[r.key].checksum != r.checksum
+        and (r.version is not None or r.state == "running")
+    ]
     if changed:
         r = changed[0]
-        m = files[r.version]
+        m = files[r.key]
         raise MigrationChecksumError(
             f"{m.path} changed after it was applied ({r.applied_at:%Y-%m-%d %H:%M:%S} UTC; checksum "
             f"{r.checksum[:12]}, now {m.checksum[:12]}); applied files must not be edited: restore "
             "it and put the change in a new file with a higher version"
         )
-    applied = [r for r in history if r.state in ("applied", "baseline")]
-    done = {r.version for r in applied}
-    resume = {r.version: r.statements_done + 1 for r in history if r.state == "running"}
-    todo = [m for m in migrations if m.version not in done]
-    covered = [m for m in todo if baseline is not None and m.version <= baseline]
-    pending = [m for m in todo if baseline is None or m.version > baseline]
-    latest = max(done, default=None)
-    late = [m for m in pending if latest is not None and m.version < latest]
+    applied = [
+        r
+        for r in latest.values()
+        if r.state == "baseline"
+        or (r.state == "applied" and (r.version is not None or _unchanged(r, files)))
+    ]
+    done = {r.key for r in applied}
+    resume = {r.key: r for r in latest.values() if r.state == "running" and r.key in files}
+    todo = [m for m in migrations if m.key not in done]
+    covered = [m for m in todo if _covered(m, baseline)]
+    pending = [m for m in todo if not _covered(m, baseline)]
+    highest = max((r.version for r in applied if r.version is not None), default=None)
+    late = [m for m in pending if m.version and highest is not None and m.version < highest]
     if late and not allow_out_of_order:
         raise MigrationOrderError(
             f"{late[0].path} has version {late[0].version}, below the latest applied version "
-            f"{latest}; renumber it above {latest}, or allow it with --allow-out-of-order "
+            f"{highest}; renumber it above {highest}, or allow it with --allow-out-of-order "
             "(for every run: allow_out_of_order = true under [migrations] in "
             "environments/<name>.toml)"
         )
     return Plan(applied, pending, resume, missing, covered)
 
 
+def _unchanged(r: HistoryRecord, files: dict[str, Migration]) -> bool:
+    m = files.get(r.key)
+    return m is None or m.checksum == r.checksum
+
+
+def _covered(m: Migration, baseline: Version | None) -> bool:
+    return baseline is not None and m.version is not None and m.version <= baseline
+
+
 def read_plan(
     conn: MysqlConnection, migrations: Sequence[Migration], settings: MigrationSettings
 ) -> Plan:
-    """Read (and create or upgrade) the history with one SELECT and compute the plan; see
-    `compute_plan` for what it raises. Callers hold the migration lock."""
-    history = read_history(conn, upgrade=True)
-    return compute_plan(history, migrations, settings.allow_out_of_order, settings.allow_missing)
+    """Read (and create or upgrade, or adopt from Flyway's) the history with one SELECT and
+    compute the plan; see `compute_plan` and `adopt` for what it raises. Callers hold the
+    migration lock."""
+    history = history_or_flyway(conn, migrations, write=True)
+    plan = compute_plan(
+        history.records, migrations, settings.allow_out_of_order, settings.allow_missing
+    )
+    return replace(plan, adopted=history.adopted)
 
 
 @dataclass(frozen=True)
 class PendingMigration:
-    """A file a run would apply: what it is, the statements it would send, and its findings."""
+    """A file a run would apply: what it is (version None for a repeatable file), the
+    statements it would send, and its findings."""
 
-    version: int
+    version: Version | None
     name: str
     description: str
     checksum: str
     statements: list[str]
     findings: list[LintFinding]
     resume_from: int = 1
+
+    @property
+    def key(self) -> str:
+        """The file's key (`V1.1`, `R__views`), as approvals pin it (see `Migration.key`)."""
+        if self.version is None:
+            return f"R__{self.description}"
+        parsed = Version.of_record(self.version)  # a Version, or a plain number
+        return f"V{parsed.canonical if parsed else self.version}"
 
 
 @dataclass(frozen=True)
@@ -180,9 +234,10 @@ class MigrationPlanReport:
     protected: bool
 
     @property
-    def pinned(self) -> dict[int, str]:
-        """version -> checksum of the pending files, to pass to a run as `pinned`."""
-        return {p.version: p.checksum for p in self.pending}
+    def pinned(self) -> dict[str, str]:
+        """key (`V1.1`, `R__views`) -> checksum of the pending files, to pass to a run as
+        `pinned`."""
+        return {p.key: p.checksum for p in self.pending}
 
     @property
     def blocking(self) -> list[tuple[PendingMigration, LintFinding]]:
@@ -231,19 +286,21 @@ def checked(
 ) -> MigrationPlanReport:
     """Refuse what may never run, then split, DEFINER-check, size-check and lint every pending
     file; nothing is written."""
+    limit, fold_case = server_limits(conn)
     found = [
         r
         for m in todo.pending
-        for r in refusals(m.filename, m.statements, target.database, todo.resume.get(m.version, 1))
+        for r in refusals(m.filename, m.statements, target.database, todo.start(m), fold_case)
     ]
     check_refusals(found)
+    for m in todo.pending:
+        check_placeholders(m)
     columns = live_columns(conn, target.database)
-    limit = max_allowed_packet(conn)
     pending = []
     for m in todo.pending:
         statements = prepared_statements(m, target.user, settings.strip_definer)
         check_sizes(m, statements, limit)
-        pending.append(_pending(m, statements, columns, todo.resume.get(m.version, 1)))
+        pending.append(_pending(m, statements, columns, todo.start(m)))
     return MigrationPlanReport(target.address, pending, todo.already_applied, protected)
 
 
@@ -270,9 +327,9 @@ def pending_plan(
     """
     migrations = load_migrations(folder or settings.dir)
     with connect(target, settings) as conn:
-        history = read_history(conn, create=False)
+        history = history_or_flyway(conn, migrations, write=False)
         todo = compute_plan(
-            history, migrations, settings.allow_out_of_order, settings.allow_missing
+            history.records, migrations, settings.allow_out_of_order, settings.allow_missing
         )
         return checked(conn, target, settings, todo, protected)
 
@@ -300,58 +357,13 @@ def offline_plan(
         MigrationFileError, MigrationRefused, MigrationDefinerError.
     """
     migrations = load_migrations(folder or settings.dir)
+    # Names compare as a Linux server's default (lower_case_table_names=0) compares them; the
+    # run checks again against the server's own setting.
     check_refusals([r for m in migrations for r in refusals(m.filename, m.statements, database)])
+    for m in migrations:
+        check_placeholders(m)
     pending = []
     for m in migrations:
         statements = prepared_statements(m, user, settings.strip_definer)
         pending.append(_pending(m, statements, None, 1))
     return MigrationPlanReport("(database not deployed yet)", pending, 0, protected)
-
-
-def pin_changes(
-    pinned: Mapping[int, str],
-    pending: Mapping[int, str],
-    applied: Mapping[int, str],
-    names: Mapping[int, str],
-) -> list[str]:
-    """How the pending files (version -> checksum) differ from those an approval pinned: files
-    added or changed since, and approved files no longer pending that were not applied with the
-    approved checksum. [] when they are the approved ones.
-
-    Args:
-        applied: version -> checksum of the applied files.
-        names: version -> file name, for the files pending now.
-    """
-    added = sorted(pending.keys() - pinned.keys())
-    changed = sorted(v for v in pending.keys() & pinned.keys() if pending[v] != pinned[v])
-    gone = sorted(v for v in pinned.keys() - pending.keys() if applied.get(v) != pinned[v])
-    parts = []
-    if added:
-        parts.append("added since approval: " + ", ".join(names[v] for v in added))
-    if changed:
-        parts.append("changed since approval: " + ", ".join(names[v] for v in changed))
-    if gone:
-        parts.append("approved but no longer pending: " + ", ".join(f"V{v}" for v in gone))
-    return parts
-
-
-def check_pinned(todo: Plan, pinned: Mapping[int, str]) -> None:
-    """Refuse unless every pending file was approved as it is now.
-
-    An approved file that is no longer pending is fine only if it was applied with the approved
-    checksum (an earlier attempt of the same run applied it).
-
-    Raises:
-        MigrationPlanChanged: naming the files added, changed or gone since the approval.
-    """
-    parts = pin_changes(
-        pinned,
-        {m.version: m.checksum for m in todo.pending},
-        {r.version: r.checksum for r in todo.applied},
-        {m.version: m.filename for m in todo.pending},
-    )
-    if parts:
-        raise MigrationPlanChanged(
-            "the pending migrations are not the ones approved (" + "; ".join(parts) + "); "
-            "preview and approve again"
-        )

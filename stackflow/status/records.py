@@ -120,9 +120,12 @@ def end_run(records: Records, environment: str, run: str | None) -> None:
 
 
 def record_migrations(
-    records: Records, environment: str, version: int | None, applied: int, commit: str | None
+    records: Records, environment: str, version: int | str | None, applied: int, commit: str | None
 ) -> None:
-    """The schema's version after `migrate` ran (so `status` never asks the database)."""
+    """The schema's version after `migrate` ran (so `status` never asks the database): a number
+    when it is one (`12`), its text otherwise (`2.0.1`)."""
+    if isinstance(version, str) and version.isascii() and version.isdigit():
+        version = int(version)
     value = {"version": version, "applied": applied, "at": time.time(), "commit": commit}
     update(records, migrations_key(environment), lambda _current: value)
 

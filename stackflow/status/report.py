@@ -68,7 +68,7 @@ class EnvironmentStatus:
     deployed: float | None
     expires_at: float | None
     stacks: list[StackStatus] = field(default_factory=list)
-    migrations_version: int | None = None
+    migrations_version: int | str | None = None  # a number, or a dotted version's text
     migrations_at: float | None = None
     run: dict[str, Any] | None = None
     gitops: dict[str, Any] | None = None
@@ -237,11 +237,20 @@ def prometheus(environments: list[EnvironmentStatus]) -> str:
         "# TYPE stackflow_migrations_version gauge",
     ]
     for e in environments:
-        if e.migrations_version is not None:
+        if isinstance(e.migrations_version, int):  # a dotted version (2.0.1) is no number
             lines.append(
                 f'stackflow_migrations_version{{environment="{_label(e.environment)}"}} '
                 f"{e.migrations_version}"
             )
+    lines += [
+        "# HELP stackflow_migrations_version_info The schema's migrations version as text "
+        "(12, 2.0.1), by environment.",
+        "# TYPE stackflow_migrations_version_info gauge",
+    ]
+    for e in environments:
+        if e.migrations_version is not None:
+            labels = f'environment="{_label(e.environment)}",version="{_label(str(e.migrations_version))}"'
+            lines.append(f"stackflow_migrations_version_info{{{labels}}} 1")
     return "\n".join(lines) + "\n"
 
 

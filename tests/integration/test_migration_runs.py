@@ -52,10 +52,11 @@ def abc(tmp_path: Path) -> Path:
 
 
 def progress(target: MysqlTarget) -> list[tuple[Any, ...]]:
+    # These tests' versions are whole numbers: read as numbers (the column holds Flyway's text).
     return query(
         target,
-        f"SELECT version, state, statements_done, in_flight_from FROM {HISTORY_TABLE} "
-        "ORDER BY version",
+        "SELECT CAST(version AS UNSIGNED), state, statements_done, in_flight_from "
+        f"FROM {HISTORY_TABLE} ORDER BY installed_rank",
     )
 
 
@@ -292,6 +293,39 @@ def test_a_killed_run_resumes_at_the_next_data_statement(
     assert progress(fresh_schema)[1] == (2, "applied", 3, None)
 
 
+def test_a_run_killed_inside_a_lock_tables_region_resumes_at_the_next_statement(
+    mariadb: LocalMariaDB, fresh_schema: MysqlTarget, tmp_path: Path
+) -> None:
+    """mysqldump's default shape: rows between LOCK TABLES and UNLOCK TABLES still commit with
+    their progress records, so a SIGKILL there resumes at the next statement, no repair."""
+    folder = tmp_path / "m"
+    write(
+        folder,
+        "V1__tables.sql",
+        "CREATE TABLE runs (n INT PRIMARY KEY);\nCREATE TABLE sleepy (s INT);\n"
+        "INSERT INTO sleepy VALUES (1);\n",
+    )
+    write(
+        folder,
+        "V2__dump.sql",
+        "/*!40101 SET NAMES utf8mb4 */;\nLOCK TABLES `runs` WRITE, `sleepy` READ;\n"
+        "/*!40000 ALTER TABLE `runs` DISABLE KEYS */;\nINSERT INTO `runs` VALUES (1),(2);\n"
+        "INSERT INTO `runs` SELECT 3 FROM sleepy WHERE SLEEP(s * 30) = 0 OR s = 0;\n"
+        "INSERT INTO `runs` VALUES (4);\n/*!40000 ALTER TABLE `runs` ENABLE KEYS */;\n"
+        "UNLOCK TABLES;\n",
+    )
+    kill_mid_file(mariadb, fresh_schema, folder)
+    # The first INSERT committed with its record; the one the kill cut rolled back with its own.
+    assert progress(fresh_schema)[1] == (2, "running", 4, None)
+    assert query(fresh_schema, "SELECT n FROM runs ORDER BY n") == [(1,), (2,)]
+    assert [r.state for r in status(fresh_schema, settings(), folder)] == ["applied", "partial"]
+    query(fresh_schema, "UPDATE sleepy SET s = 0")
+    (applied,) = migrate(fresh_schema, settings(), folder).applied
+    assert (applied.version, applied.first_statement, applied.statements) == (2, 5, 8)
+    assert query(fresh_schema, "SELECT n FROM runs ORDER BY n") == [(1,), (2,), (3,), (4,)]
+    assert progress(fresh_schema)[1] == (2, "applied", 8, None)
+
+
 def test_a_run_killed_inside_ddl_refuses_until_repaired(
     mariadb: LocalMariaDB, fresh_schema: MysqlTarget, tmp_path: Path
 ) -> None:
@@ -330,7 +364,7 @@ def test_repair_mark_ran_records_an_interrupted_statement_as_done(
         f"UPDATE {HISTORY_TABLE} SET state='running', success=0, statements_done=1, in_flight_from=2, in_flight_to=2 WHERE version=2",
     )
     query(fresh_schema, "DELETE FROM runs WHERE n = 3")
-    assert repair(fresh_schema, settings(), mark_ran=True) == [2]
+    assert repair(fresh_schema, settings(), mark_ran=True) == ["V2"]
     report = migrate(fresh_schema, settings(), folder)
     assert [(a.version, a.first_statement) for a in report.applied] == [(2, 3)]
     assert query(fresh_schema, "SELECT n FROM runs ORDER BY n") == [(1,), (3,)]
@@ -381,7 +415,7 @@ def test_dry_run_prints_the_statements_and_creates_nothing(
     assert [(f.kind, f.statement, f.allowed) for f in pending.findings] == [
         ("drop_table", 5, False)
     ]
-    assert plan.pinned == {1: pending.checksum} and len(plan.blocking) == 1
+    assert plan.pinned == {"V1": pending.checksum} and len(plan.blocking) == 1
     assert tables(fresh_schema) == set()
 
 
@@ -481,7 +515,7 @@ def test_pinned_checksums_approve_findings_and_refuse_anything_else(
     assert migrate(fresh_schema, mig, pinned=plan.pinned).applied == []
     write(folder, "V4__more.sql", "SELECT 1;")
     with pytest.raises(MigrationPlanChanged, match=r"changed since approval: V4__more.sql"):
-        migrate(fresh_schema, mig, pinned=plan.pinned | {4: "0" * 64})
+        migrate(fresh_schema, mig, pinned=plan.pinned | {"V4": "0" * 64})
     assert [r.version for r in status(fresh_schema, mig) if r.state == "applied"] == [1, 2]
 
 
@@ -540,7 +574,7 @@ def test_a_history_table_from_the_first_release_is_upgraded_in_place(
     with pytest.raises(MigrationFailedBefore, match="boom"):
         migrate(fresh_schema, settings(), folder)
     assert progress(fresh_schema) == [(1, "applied", 0, None), (2, "failed", 0, None)]
-    assert repair(fresh_schema, settings()) == [2]
+    assert repair(fresh_schema, settings()) == ["V2"]
     report = migrate(fresh_schema, settings(), folder)
     assert [a.version for a in report.applied] == [2, 3] and report.already_applied == 1
     assert progress(fresh_schema) == [

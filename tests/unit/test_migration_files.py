@@ -33,6 +33,7 @@ from stackflow.migrator.history import HistoryRecord
 from stackflow.migrator.plan import compute_plan
 from stackflow.migrator.splitter import split_statements
 from stackflow.migrator.target import MysqlTarget
+from stackflow.migrator.version import Version
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +83,6 @@ def test_the_projects_own_migrations_load() -> None:
         "V1_create.sql",
         "V__create.sql",
         "V1__.sql",
-        "V1__has space.sql",
         "v1__lowercase_v.sql",
         "create_table.sql",
         "V1__create.SQL",
@@ -231,7 +231,13 @@ def record(
     version: int, checksum: str, success: bool = True, error: str | None = None
 ) -> HistoryRecord:
     return HistoryRecord(
-        version, f"step {version}", checksum, datetime(2025, 1, 2, 3, 4, 5), 12, success, error
+        Version.of_record(version),
+        f"step {version}",
+        checksum,
+        datetime(2025, 1, 2, 3, 4, 5),
+        12,
+        success,
+        error,
     )
 
 

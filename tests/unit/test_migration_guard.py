@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from stackflow.migrator.apply import _session_replay, statement_kind
 from stackflow.migrator.guard import refusals
 from stackflow.migrator.lint import lint_statements
 from stackflow.migrator.splitter import split_statements
+from stackflow.migrator.units import session_replay, statement_kind
 
 pytestmark = pytest.mark.unit
 
@@ -26,9 +26,11 @@ CREATE TABLE actor (actor_id SMALLINT UNSIGNED NOT NULL);
 """
 
 
-def refused(sql: str, database: str = "app", start: int = 1) -> list[tuple[int, int, str]]:
+def refused(
+    sql: str, database: str = "app", start: int = 1, fold_case: bool = False
+) -> list[tuple[int, int, str]]:
     """(statement, line, text) of each refusal."""
-    found = refusals("V1__x.sql", split_statements(sql), database, start)
+    found = refusals("V1__x.sql", split_statements(sql), database, start, fold_case)
     return [(r.statement, r.line, r.text) for r in found]
 
 
@@ -40,9 +42,14 @@ def test_dropping_the_database_being_migrated_is_refused_naming_statement_and_li
     assert "stackflow_schema_history" in message and "strip the schema lines of a dump" in message
     # The same file against another database drops only another schema: the client allows it.
     assert refused(SAKILA_HEAD, "app") == []
-    assert refused("CREATE OR REPLACE DATABASE `App`;") == [
+    # Names compare as the server compares them: `App` is another database unless the server
+    # ignores case (lower_case_table_names 1 or 2).
+    assert refused("CREATE OR REPLACE DATABASE `App`;", fold_case=True) == [
         (1, 1, "CREATE OR REPLACE DATABASE `App`")
     ]
+    assert refused("CREATE OR REPLACE DATABASE `App`;") == []
+    assert refused("DROP DATABASE Chinook;", "chinook") == []
+    assert refused("DROP DATABASE Chinook;", "chinook", fold_case=True) != []
     assert refused("/*!40000 DROP DATABASE app */;") != []
 
 
@@ -52,7 +59,6 @@ def test_dropping_the_database_being_migrated_is_refused_naming_statement_and_li
         "DROP TABLE stackflow_schema_history",
         "DROP TABLE IF EXISTS a, `app`.`stackflow_schema_history`",
         "TRUNCATE TABLE stackflow_schema_history",
-        "TRUNCATE Stackflow_Schema_History",
         "RENAME TABLE a TO b, stackflow_schema_history TO old_history",
         "ALTER TABLE stackflow_schema_history RENAME TO old_history",
         "ALTER TABLE app.stackflow_schema_history DROP COLUMN checksum",
@@ -63,6 +69,12 @@ def test_dropping_the_database_being_migrated_is_refused_naming_statement_and_li
 def test_statements_that_destroy_the_history_table_are_refused(sql: str) -> None:
     found = refusals("V1__x.sql", split_statements(sql + ";"), "app")
     assert len(found) == 1 and "the history table stackflow_schema_history" in found[0].why
+
+
+def test_history_table_names_compare_as_the_server_compares_them() -> None:
+    sql = "TRUNCATE Stackflow_Schema_History;"
+    assert refused(sql, fold_case=True) != []  # lower_case_table_names 1 or 2
+    assert refused(sql) == []  # 0: another table
 
 
 @pytest.mark.parametrize(
@@ -135,4 +147,4 @@ def test_use_is_a_session_statement_replayed_when_a_file_resumes() -> None:
         "SET NAMES utf8mb4;\nUSE other;\nCREATE TABLE a (id INT);\nSELECT 1;"
     )
     assert [statement_kind(s) for s in statements] == ["session", "session", "ddl", "data"]
-    assert [s.number for s in _session_replay(statements, 4)] == [1, 2]
+    assert [s.number for s in session_replay(statements, 4)] == [1, 2]

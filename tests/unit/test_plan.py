@@ -100,7 +100,9 @@ def test_the_plan_is_empty_only_without_changes_and_pending_files() -> None:
     assert DeployPlan("prod-1", "local cloud", (quiet,), migrations()).empty
     assert not DeployPlan("prod-1", "local cloud", (quiet,), migrations(DROP)).empty
     assert not DeployPlan("prod-1", "local cloud", (app_plan(change("update", "x")),)).empty
-    assert DeployPlan("prod-1", "local cloud", (quiet,), migrations(DROP)).pinned == {4: "ab" * 32}
+    assert DeployPlan("prod-1", "local cloud", (quiet,), migrations(DROP)).pinned == {
+        "V4": "ab" * 32
+    }
 
 
 def test_the_plan_reads_the_same_on_the_terminal_in_markdown_and_as_data() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from cli.commands.migrate import add_arguments
-from stackflow.migrator.apply import statement_kind, units_of
 from stackflow.migrator.errors import MigrationFileError
 from stackflow.migrator.files import load_migrations
 from stackflow.migrator.lint import (
@@ -20,6 +19,12 @@ from stackflow.migrator.lint import (
     strip_definer,
 )
 from stackflow.migrator.splitter import Statement, split_statements
+from stackflow.migrator.units import (
+    lock_with_history,
+    session_replay,
+    statement_kind,
+    units_of,
+)
 
 
 def sqls(text: str) -> list[str]:
@@ -156,15 +161,42 @@ def test_statement_kinds_and_units_of_a_dump() -> None:
     assert kinds == [
         "session", "ddl", "open", "data", "close", "data", "open", "data", "close", "ddl",
     ]  # fmt: skip
-    units = [(u.first, u.last, u.atomic) for u in units_of(statements)]
+    units = [(u.first, u.last, u.atomic, u.lock) for u in units_of(statements)]
+    # A mysqldump LOCK TABLES region keeps progress per statement (its rows commit with their
+    # records); an explicit transaction stays one unit, marked in flight.
     assert units == [
-        (1, 1, True),
-        (2, 2, False),
-        (3, 5, False),
-        (6, 6, True),
-        (7, 9, False),
-        (10, 10, False),
+        (1, 1, True, 0),
+        (2, 2, False, 0),
+        (3, 3, False, 3),
+        (4, 4, True, 3),
+        (5, 5, False, 3),
+        (6, 6, True, 0),
+        (7, 9, False, 0),
+        (10, 10, False, 0),
     ]
+
+
+def test_lock_regions_that_end_a_transaction_stay_one_unit_and_resumes_relock() -> None:
+    dump = split_statements(
+        "SET NAMES utf8mb4;\nLOCK TABLES `t` WRITE;\n/*!40000 ALTER TABLE `t` DISABLE KEYS */;\n"
+        "INSERT INTO `t` VALUES (1);\nSET @x = 1;\nINSERT INTO `t` VALUES (2);\n"
+        "/*!40000 ALTER TABLE `t` ENABLE KEYS */;\nUNLOCK TABLES;\n"
+    )
+    assert [(u.first, u.atomic, u.lock) for u in units_of(dump)] == [
+        (1, True, 0), (2, False, 2), (3, False, 2), (4, True, 2), (5, True, 2), (6, True, 2),
+        (7, False, 2), (8, False, 2),
+    ]  # fmt: skip
+    # Resumed at statement 6: the SETs before it, and the LOCK of the region it is inside.
+    assert [s.number for s in session_replay(dump, 6)] == [1, 2, 5]
+    assert [s.number for s in session_replay(dump, 8)] == [1, 2, 5]
+    locked = lock_with_history(dump[1].sql, "app")
+    assert locked == "LOCK TABLES `app`.stackflow_schema_history WRITE, `t` WRITE"
+    # mysqldump --no-autocommit: a COMMIT inside the region ends a transaction: one unit.
+    committed = split_statements(
+        "LOCK TABLES t WRITE;\nset autocommit=0;\nINSERT INTO t VALUES (1);\ncommit;\n"
+        "UNLOCK TABLES;\n"
+    )
+    assert [(u.first, u.last, u.lock) for u in units_of(committed)] == [(1, 4, 0), (5, 5, 0)]
 
 
 # --- file names -------------------------------------------------------------------------------
@@ -274,9 +306,27 @@ def test_cli_versions_are_ascii_digits() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--baseline", "12", "--allow-missing", "--strip-definer"])
-    assert (args.baseline, args.allow_missing, args.strip_definer) == (12, True, True)
+    assert (args.baseline, args.allow_missing, args.strip_definer) == ("12", True, True)
     assert parser.parse_args(["--dry-run"]).dry_run
     with pytest.raises(SystemExit):
         parser.parse_args(["--baseline", "\u0661\u0662"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--dry-run", "--repair"])
+
+
+def test_a_delimiter_never_set_back_is_refused_naming_its_line() -> None:
+    """The mysql client would send everything after the last `$$` as one statement, which the
+    server refuses after the statements before it ran: refused when the file is split, before
+    anything runs."""
+    text = (
+        "CREATE TABLE t (a INT);\n"
+        "DELIMITER $$\n"
+        "CREATE PROCEDURE p() BEGIN SELECT 1; END$$\n"
+        "INSERT INTO t VALUES (1);\nINSERT INTO t VALUES (2);\n"
+    )
+    with pytest.raises(MigrationFileError) as info:
+        split_statements(text, source="V2__p.sql")
+    assert "V2__p.sql: line 2: DELIMITER $$ is never set back" in str(info.value)
+    assert "DELIMITER ;" in str(info.value)
+    fixed = text.replace("END$$\n", "END$$\nDELIMITER ;\n")
+    assert [s.keyword for s in split_statements(fixed)] == ["CREATE", "CREATE", "INSERT", "INSERT"]
