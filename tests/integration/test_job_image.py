@@ -36,7 +36,7 @@ from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
 from stackflow.localprefect import PrefectServer
 from stackflow.processes import free_port
 from tests.integration.team_support import Team, update_history, wait_for
-from tests.realenv import ROOT, STACKS, declare, unique
+from tests.realenv import ROOT, STACKS, declare, summary_of, unique
 from tests.realenv import test_project as project_folder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -46,10 +46,10 @@ STATE_IN_IMAGE = "/var/lib/stackflow"  # the image's STACKFLOW_STATE_DIR
 PROJECT_IN_CONTAINER = "/project"
 
 
-def build_image() -> subprocess.CompletedProcess[str]:
-    """`bash scripts/build-image.sh --local-cloud`, as a developer runs it."""
+def build_image(*options: str) -> subprocess.CompletedProcess[str]:
+    """`bash scripts/build-image.sh [options]`, as a developer runs it."""
     return subprocess.run(
-        ["bash", str(BUILD), "--local-cloud"],
+        ["bash", str(BUILD), *options],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -63,9 +63,19 @@ def job_image() -> str:
     """The image's name (`localhost/stackflow-run-localcloud:<hash of what went in>`)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: the image is built and run with rootful podman")
-    built = build_image()
+    built = build_image("--local-cloud")
     assert built.returncode == 0, built.stderr[-6000:]
     return built.stdout.strip().splitlines()[-1]
+
+
+def fixture_project(folder: Path, environment: str) -> Path:
+    """A project folder a container can mount: the kinds' templates, the repository's
+    stackflow.toml and a copy of its migrations, and `environment`'s own file."""
+    project = project_folder(folder)
+    (project / "migrations").unlink()  # a link to this checkout: the container sees a copy
+    shutil.copytree(ROOT / "migrations", project / "migrations")
+    declare({"STACKFLOW_PROJECT_DIR": str(project)}, environment)
+    return project
 
 
 def docker_client(url: str) -> Any:
@@ -130,10 +140,7 @@ def docker_pool(
     folder = tmp_path_factory.mktemp("docker-pool")
     tag = uuid.uuid4().hex[:8]
     environment = unique("dev")
-    project = project_folder(folder / "project")
-    (project / "migrations").unlink()  # a link to this checkout: the container sees a copy
-    shutil.copytree(ROOT / "migrations", project / "migrations")
-    declare({"STACKFLOW_PROJECT_DIR": str(project)}, environment)
+    project = fixture_project(folder / "project", environment)
     state = folder / "state"
     state.mkdir()
     passphrase = f"image-passphrase-{uuid.uuid4().hex}"
@@ -260,10 +267,43 @@ def test_a_deploy_runs_in_the_job_image_through_a_docker_work_pool(
     assert "prefect.blocks.secret.stackflow-passphrase-" in readable["the pool's template"]
 
 
+def test_the_run_target_previews_as_its_own_user(
+    job_image: str, prefect_server: PrefectServer, tmp_path: Path
+) -> None:
+    """Local cloud: the `run` target (the image for AWS, no MariaDB) previews a fixture
+    environment as uid 10001, writing only its state folder, with the CLI as a user types it
+    (`podman run ... python flows/run.py preview`), on a local cloud inside its container."""
+    built = build_image()
+    assert built.returncode == 0, built.stderr[-6000:]
+    image = built.stdout.strip().splitlines()[-1]
+    assert image.startswith("localhost/stackflow-run:")
+    environment = unique("dev")
+    project = fixture_project(tmp_path / "project", environment)
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, 10001, 10001)
+    command = ["podman", "run", "--rm", "--network", "host"]
+    command += ["--volume", f"{project}:{PROJECT_IN_CONTAINER}:ro"]
+    command += ["--volume", f"{state}:{STATE_IN_IMAGE}"]
+    for name, value in {
+        "STACKFLOW_PROJECT_DIR": PROJECT_IN_CONTAINER,
+        "STACKFLOW_LOCALCLOUD_PORT": str(free_port()),
+        "PREFECT_API_URL": prefect_server.api_url,
+    }.items():
+        command += ["--env", f"{name}={value}"]
+    command += [image, "sh", "-c", 'id -u && exec python flows/run.py preview --env "$0"']
+    done = subprocess.run([*command, environment], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert done.stdout.splitlines()[0] == "10001"
+    assert summary_of(done.stdout) == dict.fromkeys(STACKS, "previewed"), done.stdout
+    owners = {p.stat().st_uid for p in state.rglob("*")}
+    assert owners == {10001}, owners
+
+
 def test_an_unchanged_tree_reuses_its_image(job_image: str) -> None:
     """A second build of the same tree builds nothing: the image is named by a hash of what went
     into it, and that name exists."""
-    again = build_image()
+    again = build_image("--local-cloud")
     assert again.returncode == 0, again.stderr[-4000:]
     assert again.stdout.strip().splitlines()[-1] == job_image
     assert f"reusing {job_image}" in again.stderr
