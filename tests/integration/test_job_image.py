@@ -9,9 +9,10 @@ Docker-compatible socket. In the container the deploy runs the default graph wit
 engine on a **local cloud** of the container's own (moto on loopback, not AWS), its state in a
 folder this test mounts; it reaches the session's Prefect server on 127.0.0.1 through the host's
 network. The state passphrase reaches the container only as a variable of its job, resolved by
-the worker from a Prefect Secret block the pool's template names.
+the worker from a Prefect Secret block the pool's template names. The `run` target (the image
+for AWS: no MariaDB, uid 10001) previews a fixture environment with `podman run`.
 
-Minutes long (a cold build about five, the deploy about two): slow tier, `-m slow`. Needs root
+Minutes long (a cold build five to eight, the runs about two): slow tier, `-m slow`. Needs root
 (rootful podman, debootstrap): `scripts/setup.sh --dev` installs and configures them.
 """
 
@@ -58,14 +59,20 @@ def build_image(*options: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def job_image() -> str:
-    """The image's name (`localhost/stackflow-run-localcloud:<hash of what went in>`)."""
+def built_image(*options: str) -> str:
+    """The name `scripts/build-image.sh [options]` prints once the image is there (built or
+    reused): `localhost/stackflow-run[-localcloud]:<hash of what went in>`."""
     if os.geteuid() != 0:
         pytest.skip("needs root: the image is built and run with rootful podman")
-    built = build_image("--local-cloud")
+    built = build_image(*options)
     assert built.returncode == 0, built.stderr[-6000:]
     return built.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def job_image() -> str:
+    """The localcloud target's image, for the docker pool's runs."""
+    return built_image("--local-cloud")
 
 
 def fixture_project(folder: Path, environment: str) -> Path:
@@ -240,9 +247,8 @@ def test_a_deploy_runs_in_the_job_image_through_a_docker_work_pool(
     salt = passphrase_salt(found.secrets_provider)
     assert salt is not None and passphrase_opens(salt, passphrase)
     assert not passphrase_opens(salt, passphrase + "x")
-    assert (
-        docker_pool.state / "localcloud"
-    ).is_dir()  # the container's own local cloud, in the mount
+    # the container's own local cloud kept its folder in the mount
+    assert (docker_pool.state / "localcloud").is_dir()
 
     summary = team.artifact(run, f"up-{environment}")
     assert "**local cloud**" in summary
@@ -268,14 +274,13 @@ def test_a_deploy_runs_in_the_job_image_through_a_docker_work_pool(
 
 
 def test_the_run_target_previews_as_its_own_user(
-    job_image: str, prefect_server: PrefectServer, tmp_path: Path
+    prefect_server: PrefectServer, tmp_path: Path
 ) -> None:
     """Local cloud: the `run` target (the image for AWS, no MariaDB) previews a fixture
-    environment as uid 10001, writing only its state folder, with the CLI as a user types it
-    (`podman run ... python flows/run.py preview`), on a local cloud inside its container."""
-    built = build_image()
-    assert built.returncode == 0, built.stderr[-6000:]
-    image = built.stdout.strip().splitlines()[-1]
+    environment as uid 10001 with the CLI as a user types it (`podman run ... python
+    flows/run.py preview`), on a local cloud inside its container; what it writes in its state
+    folder is that user's."""
+    image = built_image()
     assert image.startswith("localhost/stackflow-run:")
     environment = unique("dev")
     project = fixture_project(tmp_path / "project", environment)
