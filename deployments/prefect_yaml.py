@@ -25,6 +25,8 @@ HEADER = """\
 #   prefect work-pool create stackflow --type process
 #   prefect --no-prompt deploy --prefect-file deployments/prefect.yaml --all
 #   STACKFLOW_CHECKOUT=$PWD prefect worker start --pool stackflow
+# A docker or kubernetes pool named stackflow runs the same deployments in containers of the job
+# image, which sets STACKFLOW_CHECKOUT itself (docs/guides/container-image.md).
 #
 # The pull step runs on the worker when a run starts: STACKFLOW_CHECKOUT is the folder holding
 # this project on the worker's machine. What a run deploys comes from that checkout's

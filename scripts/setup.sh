@@ -4,7 +4,8 @@
 # Safe to run again: it only does what is missing.
 #   bash scripts/setup.sh          runtime: MariaDB (the local cloud's databases), PostgreSQL (team
 #                                  mode) + .venv + the Pulumi CLI
-#   bash scripts/setup.sh --dev    also the test tools and Chromium (browser tests)
+#   bash scripts/setup.sh --dev    also the test tools, Chromium (browser tests), and podman, runc
+#                                  and debootstrap (the job image's test, run as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,13 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(maria
 # Team mode on one machine (and its tests): a PostgreSQL the project starts, as the `postgres` user.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 if [ "$dev" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
+# The job image (scripts/build-image.sh, its test in the slow tier): rootful podman on runc, and
+# debootstrap for the image's Debian base (no image registry is needed).
+if [ "$dev" = 1 ]; then
+  command -v podman >/dev/null 2>&1 || need+=(podman)
+  command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || need+=(runc)
+  command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     say "missing system packages: ${need[*]} (no apt-get here: install them with your package manager)"
@@ -34,6 +42,23 @@ if [ "${#need[@]}" -gt 0 ]; then
   say "installing system packages: ${need[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# --- podman for the job image's test (root only: the test needs rootful podman) ----------------
+# runc, not crun: crun refuses hybrid cgroup hierarchies. Default ulimits within this machine's
+# hard limits: podman's own defaults are above them, and runc then cannot start a container.
+if [ "$dev" = 1 ] && [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1; then
+  conf=/etc/containers/containers.conf.d/50-stackflow.conf
+  nofile=$(ulimit -Hn); [ "$nofile" != unlimited ] && [ "$nofile" -lt 20000 ] || nofile=20000
+  nproc=$(ulimit -Hu); [ "$nproc" != unlimited ] && [ "$nproc" -lt 32768 ] || nproc=32768
+  want=$(printf '%s\n' "# written by stackflow's scripts/setup.sh --dev" '[containers]' \
+    "default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]" \
+    '[engine]' 'runtime = "runc"')
+  if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
+    say "configuring podman: runtime runc, ulimits nofile $nofile, nproc $nproc ($conf)"
+    mkdir -p "$(dirname "$conf")"
+    printf '%s\n' "$want" > "$conf"
+  fi
 fi
 
 # --- python environment ----------------------------------------------------------------------
