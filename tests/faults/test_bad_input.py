@@ -516,8 +516,8 @@ CASES = [
         "migration-malformed-name",
         at("migrate"),
         2,
-        r"V2-add-index\.sql: malformed migration file name \(versions are ASCII digits 0-9\); "
-        r"accepted: V<version>__<description>\.sql",
+        r"V2-add-index\.sql: malformed migration file name: no __ \(two underscores\) between "
+        r"the version and the description; accepted: V<version>__<description>\.sql",
         folder="malformed",
     ),
     Case(
