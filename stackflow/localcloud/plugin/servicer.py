@@ -84,8 +84,8 @@ class ProviderServicer:
         """In a survey preview: whether `token` is unserved (then it is written down)."""
         if self.survey is None:
             return False
-        served = self.registry.resources if kind == RESOURCE else self.registry.functions
-        if token in served:
+        find = self.registry.find if kind == RESOURCE else self.registry.find_function
+        if find(token) is not None:
             return False
         self.survey.record(kind, token)
         return True
@@ -166,7 +166,7 @@ class ProviderServicer:
     def Invoke(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        fn = self.registry.functions.get(request.tok)
+        fn = self.registry.find_function(request.tok)
         if fn is None and self._surveyed(FUNCTION, request.tok):
             return provider_pb2.InvokeResponse()  # an empty result: the program goes on
         if fn is None:
@@ -174,7 +174,7 @@ class ProviderServicer:
                 context,
                 grpc.StatusCode.UNIMPLEMENTED,
                 f"the local cloud's {self.package} provider does not serve the function "
-                f"{request.tok}; served: {', '.join(sorted(self.registry.functions))}",
+                f"{request.tok}; served: {', '.join(sorted(self.registry.everything().functions))}",
             )
         args = from_struct(request.args)
         result = self._guard(context, "invoking", request.tok, lambda: fn(self.ctx, args))
