@@ -65,6 +65,8 @@ class Tagging:
             when the service takes and gives tags as a map {k: v}.
         answer: the list answer's field when it is not `field` (dotted: a field inside one).
         described: the describe answer's field that holds the tags (then no list call is made).
+        listed: `key` takes a list of resources (EC2's `Resources=[id]`).
+        key_item: the untag call takes each key as {key_item: k} (EC2's `Tags=[{"Key": k}]`).
     """
 
     list_call: str
@@ -77,6 +79,8 @@ class Tagging:
     item: tuple[str, str] | None = None
     answer: str | None = None
     described: str | None = None
+    listed: bool = False
+    key_item: str | None = None
 
     def wire(self, tags: Mapping[str, str]) -> Any:
         """`tags` as `tag_call` (and most create calls) take them."""
@@ -102,14 +106,29 @@ class Tagging:
     def sync(self, client: Any, ident: str, inputs: Props, answer: Answer | None = None) -> None:
         """Make the cloud's tags exactly the `tags` input (a tag added in the console goes)."""
         upsert, remove = tag_changes(self.read(client, ident, answer), inputs)
+        which: Any = [ident] if self.listed else ident
         if remove:
-            getattr(client, self.untag_call)(**{self.key: ident, self.keys: remove})
+            keys: Any = [{self.key_item: k} for k in remove] if self.key_item else remove
+            getattr(client, self.untag_call)(**{self.key: which, self.keys: keys})
         if upsert:
-            getattr(client, self.tag_call)(**{self.key: ident, self.field: self.wire(upsert)})
+            getattr(client, self.tag_call)(**{self.key: which, self.field: self.wire(upsert)})
 
 
 KEY_VALUE = ("Key", "Value")  # the tag items most services use
 LOWER_KEY_VALUE = ("key", "value")
+EC2_TAGGING = Tagging(
+    "describe_tags",
+    "create_tags",
+    "delete_tags",
+    key="Resources",
+    by="id",
+    field="Tags",
+    keys="Tags",
+    item=KEY_VALUE,
+    described="Tags",
+    listed=True,
+    key_item="Key",
+)
 
 
 def _no_observed(answer: Answer, state: Props) -> Props:
