@@ -79,6 +79,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     action = Action.DESTROY if args.destroy else Action.PREVIEW if args.preview else Action.UP
     rehearsal = prepare(args.path, args.stack, action, settings, os.environ)
+    for notice in rehearsal.notices:
+        print(f"note: {notice}", file=sys.stderr)
     operation = "rehearse" if action is Action.UP else f"rehearse {action.value}"
     log_file = new_log_file(
         settings.state_dir, "rehearse", f"{rehearsal.project.name}-{rehearsal.stack}"
@@ -162,6 +164,7 @@ def summary_of(outcome: Any, operation: str, redactor: Any) -> dict[str, Any]:
             "stack": rehearsal.stack,
         },
         "failed": error.reason if error is not None else None,
+        "notes": list(rehearsal.notices),
         "engine_calls": [f"{op.value}:{rehearsal.project.name}" for op in outcome.calls],
         "duration_s": round(outcome.duration_s, 3),
         "stacks": [

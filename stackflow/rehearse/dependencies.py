@@ -1,7 +1,9 @@
-"""Whether a project's program can run in stackflow's own Python: what its requirements.txt and
-pyproject.toml pin must be installed there at a version they accept (a program pinned to another
-pulumi-aws major is refused by name, with the pin and the installed version), and every module its
-code imports must be importable there. Checked before anything runs; nothing is installed."""
+"""Whether a project's program can run in stackflow's own Python, as a user has it: every module
+its code imports must be importable there; a Pulumi package (pulumi, pulumi-aws, pulumi-*) pinned
+at another version of the installed major runs with the installed one, and says so naming the
+pin; another major is refused by name, with the pin and the installed version. Another package's
+pin counts only when the program imports it (a type checker or test tool it lists but never
+imports is not required). Checked before anything runs; nothing is installed."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import ast
 import importlib.util
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError
+from importlib.metadata import PackageNotFoundError, packages_distributions
 from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from stackflow.rehearse.project import ProjectError, PulumiProject
 
@@ -45,14 +48,26 @@ class Pin:
     text: str  # as the project wrote it
 
 
-def check_dependencies(project: PulumiProject) -> None:
+def check_dependencies(project: PulumiProject) -> list[str]:
     """Refuse a project whose pins or imports stackflow's environment does not satisfy.
+
+    Returns:
+        One line per Pulumi package pinned at another version of the installed major, naming
+        the pin and the version that runs instead.
 
     Raises:
         DependencyError: every unmet pin (with the installed version) and every module its code
             imports that is not importable, in one message.
     """
-    problems = [_unmet(pin) for pin in pins(project)]
+    used = imported_modules(project)
+    provided = packages_distributions()
+    notices: list[str] = []
+    problems: list[str] = []
+    for pin in pins(project):
+        if _pulumi_package(pin) or _imported_by_program(pin, used, provided):
+            problem, notice = _unmet(pin)
+            problems.append(problem)
+            notices += [notice] if notice else []
     problems += [
         f"{where} imports {name}, which is not installed" for where, name in imports(project)
     ]
@@ -66,21 +81,55 @@ def check_dependencies(project: PulumiProject) -> None:
             + f". Install what it needs into stackflow's environment ({sys.prefix}), or align "
             "the project's pins with what is installed. Nothing was changed."
         )
+    return notices
 
 
-def _unmet(pin: Pin) -> str:
+def _pulumi_package(pin: Pin) -> bool:
+    name = canonicalize_name(pin.requirement.name)
+    return name == "pulumi" or name.startswith("pulumi-")
+
+
+def _imported_by_program(pin: Pin, used: set[str], provided: Mapping[str, Sequence[str]]) -> bool:
+    """Whether the program imports a module of the pinned distribution (`provided`: module ->
+    the installed distributions that provide it; for one not installed here, a module named as
+    the distribution is)."""
+    name = canonicalize_name(pin.requirement.name)
+    modules = {m for m, dists in provided.items() if name in map(canonicalize_name, dists)}
+    return bool(used & (modules or {name.replace("-", "_")}))
+
+
+def _unmet(pin: Pin) -> tuple[str, str]:
+    """(why the pin is unmet, or ""; the notice of a Pulumi package run at another version of
+    the same major, or "")."""
     req = pin.requirement
     if req.marker is not None and not req.marker.evaluate():
-        return ""
+        return "", ""
     try:
         have = installed_version(req.name)
     except PackageNotFoundError:
-        return f"{pin.where}: {pin.text} is not installed"
+        return f"{pin.where}: {pin.text} is not installed", ""
     if req.specifier.contains(have, prereleases=True):
-        return ""
+        return "", ""
+    if _pulumi_package(pin) and _same_major(req.specifier, have):
+        return "", (
+            f"{pin.where} pins {pin.text}; it runs with the installed {req.name} {have} "
+            "(the same major version)"
+        )
     why = _SERVED.get(canonicalize_name(req.name), "")
     because = f"; {why.format(version=have)}" if why else ""
-    return f"{pin.where} pins {pin.text}, and {req.name} {have} is installed{because}"
+    return f"{pin.where} pins {pin.text}, and {req.name} {have} is installed{because}", ""
+
+
+def _same_major(specifier: SpecifierSet, have: str) -> bool:
+    """Whether `specifier` accepts some version of `have`'s major (3.228.0 for 3.259.0)."""
+    major = Version(have).major
+    candidates = [Version(f"{major}.0.0")]
+    for clause in specifier:
+        try:
+            candidates.append(Version(clause.version.rstrip(".*")))
+        except InvalidVersion:
+            continue
+    return any(v.major == major and specifier.contains(v, prereleases=True) for v in candidates)
 
 
 def pins(project: PulumiProject) -> list[Pin]:
@@ -180,6 +229,18 @@ def _poetry_specifier(constraint: str) -> str:
     return specifier
 
 
+def imported_modules(project: PulumiProject) -> set[str]:
+    """Every top-level module the program's code imports (the project's own included)."""
+    found: set[str] = set()
+    for path in _sources(project.program_dir):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError):
+            continue  # `imports` names the file that is not valid Python
+        found |= {module.split(".")[0] for _, module in _imported(tree, guarded_too=True)}
+    return found
+
+
 def imports(project: PulumiProject) -> list[tuple[str, str]]:
     """(file and line, module) for each top-level module the program's code imports that is
     neither the standard library, a module of the project's own, nor importable here. Imports
@@ -240,10 +301,10 @@ def _sources(folder: Path) -> Iterator[Path]:
             yield path
 
 
-def _imported(tree: ast.AST) -> Iterator[tuple[Any, str]]:
+def _imported(tree: ast.AST, *, guarded_too: bool = False) -> Iterator[tuple[Any, str]]:
     guarded: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Try):
+        if isinstance(node, ast.Try) and not guarded_too:
             guarded.update(id(inner) for part in node.body for inner in ast.walk(part))
     for node in ast.walk(tree):
         if id(node) in guarded:

@@ -56,6 +56,7 @@ class Rehearsal:
     cloud: str  # local or aws
     target: str  # where, in the words every report uses: "local cloud" or "AWS"
     secrets: tuple[str, ...] = field(default=(), repr=False)  # to mask, beyond the config's
+    notices: tuple[str, ...] = ()  # pins that run at the installed version instead
 
     @property
     def name(self) -> str:
@@ -84,8 +85,7 @@ def prepare(
             f"({settings.project}-<stack>) in the same backend; rename the project to rehearse "
             "it. Nothing was changed."
         )
-    if action is not Action.DESTROY:
-        check_dependencies(project)
+    notices = check_dependencies(project) if action is not Action.DESTROY else []
     from stackflow.dag import stack_config
 
     config = {**stack_config(settings), **project_config(project, name, environ)}
@@ -98,7 +98,15 @@ def prepare(
     passphrase = passphrase_from(environ) if any(c.secret for c in config.values()) else None
     secrets = (passphrase.value,) if passphrase is not None else ()
     return Rehearsal(
-        project, name, action, spec, program, settings.cloud, settings.target_label, secrets
+        project,
+        name,
+        action,
+        spec,
+        program,
+        settings.cloud,
+        settings.target_label,
+        secrets,
+        tuple(notices),
     )
 
 

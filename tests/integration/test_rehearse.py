@@ -56,11 +56,9 @@ UNSERVED = """import pulumi
 import pulumi_aws as aws
 
 aws.s3.Bucket("kept-out")
-aws.dynamodb.Table(
-    "orders", attributes=[{"name": "id", "type": "S"}], hash_key="id", billing_mode="PAY_PER_REQUEST"
-)
-aws.sqs.Queue("jobs")
-pulumi.export("orders", aws.dynamodb.get_table(name="orders").arn)
+aws.glue.CatalogDatabase("orders")
+aws.sfn.Activity("jobs")
+pulumi.export("orders", aws.ssm.get_parameter(name="orders").arn)
 """
 
 
@@ -187,8 +185,9 @@ def test_a_project_of_your_own_deploys_on_the_local_cloud_then_changes_nothing_t
 def test_unserved_types_fail_before_anything_is_created_on_the_local_cloud_naming_each(
     cloud_env: dict[str, str], local_cloud: Any, tmp_path: Path
 ) -> None:
-    """Local cloud: a table, a queue and a table lookup are not served; one preview names all
-    three, no bucket of the program's is created and no stack is left in the backend."""
+    """Local cloud: a Glue database, a Step Functions activity and a parameter lookup are not
+    served; one preview names all three, no bucket of the program's is created and no stack is
+    left in the backend."""
     folder = write_project(tmp_path / "orders", "unserved-orders", UNSERVED, {})
     s3 = local_cloud.client("s3")
     buckets = {b["Name"] for b in s3.list_buckets()["Buckets"]}
@@ -198,9 +197,9 @@ def test_unserved_types_fail_before_anything_is_created_on_the_local_cloud_namin
     assert result.returncode == 1, result.stdout + result.stderr
     error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
     for token in (
-        "aws:dynamodb/table:Table",
-        "aws:sqs/queue:Queue",
-        "aws:dynamodb/getTable:getTable",
+        "aws:glue/catalogDatabase:CatalogDatabase",
+        "aws:sfn/activity:Activity",
+        "aws:ssm/getParameter:getParameter",
     ):
         assert token in error, error
     assert "before anything was created" in error and "Traceback" not in result.stderr

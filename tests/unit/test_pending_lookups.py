@@ -217,10 +217,23 @@ def test_named_resources_of_the_app_and_database_stacks_are_found_by_name(
     assert found("random:index/randomPassword:RandomPassword") is None  # in the state alone
 
 
-def test_every_type_the_local_cloud_serves_has_a_lookup() -> None:
-    from stackflow.localcloud.resources import MODULES, registry
+# The services stackflow's own programs deploy: an interrupted create of one of their types is
+# looked up; the families served for rehearsals alone (API Gateway, DynamoDB, SQS, ...) have no
+# lookup yet, and their pending creates are cleared with a note saying so.
+LOOKED_UP = ("ec2", "rds", "secretsmanager", "iam", "logs", "ecs", "elb", "s3", "ecr")
+LOOKED_UP += ("elasticache", "lambda_", "sfn", "random")
 
-    served = {token for package in MODULES for token in registry(package).resources}
+
+def test_every_type_of_the_looked_up_services_has_a_lookup() -> None:
+    from stackflow.localcloud.registry import Registry
+    from stackflow.localcloud.resources import SERVICES, register_module
+
+    served: set[str] = set()
+    for package, modules in SERVICES.items():
+        found = Registry(package)
+        for name in set(modules) & set(LOOKED_UP):
+            register_module(found, name)
+        served |= set(found.resources)
     assert served <= set(LOOKUPS), sorted(served - set(LOOKUPS))
 
 

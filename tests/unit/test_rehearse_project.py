@@ -149,8 +149,30 @@ def test_a_project_pinned_to_another_pulumi_aws_major_is_refused_by_name(tmp_pat
     (folder / "pyproject.toml").write_text(
         f'[project]\nname = "shop"\ndependencies = ["pulumi-aws~={installed}", "no-such-pkg-x>=1"]\n'
     )
+    assert check_dependencies(load_project(folder)) == []  # a package it never imports
+    (folder / "__main__.py").write_text(
+        "try:\n    import no_such_pkg_x\nexcept ImportError:\n    no_such_pkg_x = None\n"
+    )
     with pytest.raises(DependencyError, match=r"no-such-pkg-x>=1 is not installed"):
         check_dependencies(load_project(folder))
+
+
+def test_a_pin_of_the_installed_major_runs_with_the_installed_version_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """As aws-py-fargate pins them: exact versions of pulumi and pulumi-aws of the installed
+    majors, and a type checker the program never imports."""
+    pulumi, aws = version("pulumi"), version("pulumi-aws")
+    older_aws = f"{aws.split('.')[0]}.0.0"
+    pins = f"pulumi==3.0.0\npulumi-aws=={older_aws}\npyright==1.1.999\n"
+    folder = project(tmp_path / "p", **{"requirements.txt": pins})
+    notes = check_dependencies(load_project(folder))
+    assert notes == [
+        "requirements.txt line 1 pins pulumi==3.0.0; it runs with the installed pulumi "
+        f"{pulumi} (the same major version)",
+        f"requirements.txt line 2 pins pulumi-aws=={older_aws}; it runs with the installed "
+        f"pulumi-aws {aws} (the same major version)",
+    ]
 
 
 def test_modules_the_program_imports_must_be_importable_here(tmp_path: Path) -> None:
@@ -185,10 +207,10 @@ def test_types_of_packages_the_local_cloud_has_no_plugin_for_are_unserved() -> N
     assert unserved_types(
         [
             "aws:s3/bucket:Bucket",
-            "aws:dynamodb/table:Table",
+            "aws:glue/job:Job",
             "tls:index/privateKey:PrivateKey",
             "pulumi:providers:aws",
             "pulumi:providers:tls",
             "pulumi:pulumi:StackReference",
         ]
-    ) == ["aws:dynamodb/table:Table", "pulumi:providers:tls", "tls:index/privateKey:PrivateKey"]
+    ) == ["aws:glue/job:Job", "pulumi:providers:tls", "tls:index/privateKey:PrivateKey"]

@@ -53,7 +53,8 @@ SERVICES: dict[str, dict[str, tuple[str, ...]]] = {
 MODULES = {package: tuple(modules) for package, modules in SERVICES.items()}
 
 
-def _register(found: Registry, name: str) -> None:
+def register_module(found: Registry, name: str) -> None:
+    """Register the types and functions of one service module (`name`) in `found`."""
     importlib.import_module(f"stackflow.localcloud.resources.{name}").register(found)
 
 
@@ -71,7 +72,7 @@ def registry(package: str) -> Registry:
     """
     found = Registry(package)
     for name in _known(package):
-        _register(found, name)
+        register_module(found, name)
     return found
 
 
@@ -90,7 +91,7 @@ def lazy_registry(package: str) -> Registry:
         with lock:
             for name, prefixes in modules.items():
                 if name not in loaded and (token is None or token.startswith(prefixes)):
-                    _register(found, name)
+                    register_module(found, name)
                     loaded.add(name)
 
     return Registry(package, loader=load)
