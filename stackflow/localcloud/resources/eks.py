@@ -48,7 +48,6 @@ def _cluster_create(eks: Any, inputs: Props, ctx: CloudContext) -> str:
 
 def _cluster_outputs(cluster: Answer, ctx: CloudContext) -> Props:
     created: Any = cluster.get("createdAt")
-    vpc = cluster.get("resourcesVpcConfig") or {}
     return {
         "arn": cluster["arn"],
         "endpoint": cluster.get("endpoint", ""),
@@ -67,11 +66,6 @@ def _cluster_outputs(cluster: Answer, ctx: CloudContext) -> Props:
                 ]
             }
         ],
-        "vpcConfig": {
-            **{k: v for k, v in _vpc_config(vpc).items()},
-            "clusterSecurityGroupId": vpc.get("clusterSecurityGroupId", ""),
-            "vpcId": vpc.get("vpcId", ""),
-        },
     }
 
 
@@ -84,7 +78,11 @@ def _cluster_observed(cluster: Answer, state: Props) -> Props:
             list(vpc.get("securityGroupIds") or []), given.get("securityGroupIds")
         ),
     }
-    return {"roleArn": cluster.get("roleArn"), "vpcConfig": {**given, **observed_vpc}}
+    # Only what the program gave: the computed vpcId and security group stay out of its inputs.
+    return {
+        "roleArn": cluster.get("roleArn"),
+        "vpcConfig": {**given, **{k: v for k, v in observed_vpc.items() if k in given}},
+    }
 
 
 CLUSTER_SHAPE = Shape(
@@ -108,7 +106,6 @@ CLUSTER_SHAPE = Shape(
         "createdAt",
         "clusterId",
         "identities",
-        "vpcConfig",
     ),
 )
 
