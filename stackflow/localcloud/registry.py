@@ -71,6 +71,8 @@ class ResourceType:
             defaults, applied in Check), so state, outputs and AWS see the same values.
         auto_name_exact: the auto-name is the logical name itself, no random suffix (an S3
             object's key, as pulumi-aws names it).
+        served_inputs: the inputs the entry serves (any other set input is refused by name);
+            empty when the entry does not declare them (the docs' table says so).
     """
 
     token: str
@@ -87,6 +89,7 @@ class ResourceType:
     delete_before_replace: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
     auto_name_exact: bool = False
+    served_inputs: frozenset[str] = frozenset()
 
 
 Invoke = Callable[["CloudContext", Props], Props]

@@ -197,6 +197,7 @@ class Shape:
             force_new=frozenset(force_new),
             computed=computed,
             drift_inputs=frozenset(drift),
+            served_inputs=frozenset(self.inputs),
             **declared,
         )
 
