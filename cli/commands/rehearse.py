@@ -242,12 +242,13 @@ def _report(
             log=log_file,
         )
     if isinstance(error, UnservedTypes):
+        traceback = f"; the program's traceback is in {log_file}" if error.stopped else ""
         return fail(
             str(error),
             exits.FAILED,
             "nothing was created. docs/reference/local-cloud-types.md lists what it serves; "
             "rehearse the project on AWS (--cloud aws), or keep those resources out of the "
-            "stack you rehearse locally",
+            f"stack you rehearse locally{traceback}",
             log=log_file,
         )
     return fail(

@@ -26,7 +26,13 @@ from stackflow.engine.base import (
     ResourceEvent,
     StackSpec,
 )
-from stackflow.errors import OperationCancelled, StackError, UnservedTypes
+from stackflow.errors import (
+    OperationCancelled,
+    ProgramFailed,
+    StackError,
+    UnservedTypes,
+    stopped_at,
+)
 from stackflow.progress import NodeChanged, NodeState, ResourceProgress, ResourcesDeclared, hub
 from stackflow.rehearse.config import project_config
 from stackflow.rehearse.dependencies import check_dependencies
@@ -194,11 +200,13 @@ def _survey(engine: Engine, rehearsal: Rehearsal, listener: Listener) -> Operati
         return engine.survey(rehearsal.spec, listener)
     except UnservedTypes as exc:
         others = unserved_types(rehearsal.program.types)
-        raise UnservedTypes(rehearsal.name, [*exc.resources, *others], exc.functions) from None
-    except StackError:
+        found = [*exc.resources, *others]
+        raise UnservedTypes(rehearsal.name, found, exc.functions, exc.stopped) from None
+    except StackError as exc:
         others = unserved_types(rehearsal.program.types) if rehearsal.cloud == "local" else []
         if others:
-            raise UnservedTypes(rehearsal.name, others) from None
+            stopped = stopped_at(exc) if isinstance(exc, ProgramFailed) else None
+            raise UnservedTypes(rehearsal.name, others, stopped=stopped) from None
         raise
 
 

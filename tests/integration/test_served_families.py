@@ -150,6 +150,8 @@ def messaging(version: int) -> dict[str, Any]:
     aws.iam.GroupPolicyAttachment("deployers-read", group=team.name, policy_arn=policy.arn)
     return {
         "table": table.arn,
+        "table_service": aws.get_arn_output(arn=table.arn).service,
+        "partition": aws.get_partition().dns_suffix,
         "queue": queue.url,
         "document": document.json,
         "secret": key_pair.secret,
@@ -161,9 +163,11 @@ def test_messaging_and_data_families_deploy_update_in_place_and_destroy_on_the_l
     engine: AutomationEngine, local_cloud: LocalCloud
 ) -> None:
     """DynamoDB, SQS, SNS, EventBridge, Kinesis, KMS, CloudWatch and IAM users and policies;
-    getPolicyDocument is computed as pulumi-aws computes it; the access key's secret is secret."""
+    getPolicyDocument, getArn and getPartition are computed as pulumi-aws computes them; the
+    access key's secret is secret."""
     outputs = lifecycle(engine, "messaging", messaging)
     assert outputs["table"].startswith("arn:aws:dynamodb:")
+    assert (outputs["table_service"], outputs["partition"]) == ("dynamodb", "amazonaws.com")
     statement = json.loads(outputs["document"])["Statement"][0]
     assert statement["Action"] == "sqs:SendMessage" and statement["Effect"] == "Allow"
     assert statement["Principal"] == {"Service": "sns.amazonaws.com"}

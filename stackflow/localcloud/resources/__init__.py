@@ -27,6 +27,7 @@ SERVICES: dict[str, dict[str, tuple[str, ...]]] = {
         "iam": ("aws:iam/", "aws:index/getCallerIdentity:"),
         "iam_users": ("aws:iam/",),
         "iam_documents": ("aws:iam/getPolicyDocument:",),
+        "arns": ("aws:index/getPartition:", "aws:index/getArn:"),
         "logs": ("aws:cloudwatch/log",),
         "events": ("aws:cloudwatch/event",),
         "cloudwatch": ("aws:cloudwatch/metricAlarm:",),
