@@ -90,3 +90,27 @@ def test_aws_refusals_keep_aws_words_in_pulumi_aws_shape() -> None:
     assert (
         "operation error EC2: CreateVpc" in knob and "api error Throttling: Rate exceeded" in knob
     )
+
+
+def test_a_resource_given_no_inputs_diffs_against_its_empty_old_inputs_not_its_outputs() -> None:
+    """An elastic IP the program gives nothing: the engine sends empty old inputs and the old
+    outputs; only the inputs count, so a second preview changes nothing."""
+    from pulumi.runtime.proto import provider_pb2
+
+    from stackflow.localcloud.plugin.servicer import ProviderServicer
+    from stackflow.localcloud.resources import registry
+
+    service = ProviderServicer("aws", registry("aws"), "http://127.0.0.1:1")
+    outputs = {"allocationId": "eipalloc-1", "domain": "vpc", "publicIp": "198.51.100.7"}
+    request = provider_pb2.DiffRequest(
+        id="eipalloc-1",
+        urn="urn:pulumi:dev::p::aws:ec2/eip:Eip::ip",
+        type="aws:ec2/eip:Eip",
+        olds=to_struct(outputs),
+        old_inputs=to_struct({}),
+        news=to_struct({}),
+    )
+    answer = service.Diff(request, None)
+    assert answer.changes == provider_pb2.DiffResponse.DIFF_NONE, answer
+    assert list(answer.replaces) == []
+

@@ -202,9 +202,10 @@ class ProviderServicer:
         if self._surveyed(RESOURCE, _token(request)):
             return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_NONE)
         rtype = self._type(context, _token(request))
-        olds = from_struct(request.old_inputs) if request.HasField("old_inputs") else {}
-        if not olds:
-            olds = from_struct(request.olds)
+        # The old inputs when the engine sends them, even empty (a resource the program gives
+        # no inputs, an elastic IP): the old outputs would read as inputs that went away.
+        has_inputs = request.HasField("old_inputs")
+        olds = from_struct(request.old_inputs if has_inputs else request.olds)
         news = from_struct(request.news)
         changed, replaces = diff_inputs(rtype, olds, news)
         kinds = provider_pb2.PropertyDiff
@@ -286,11 +287,12 @@ class ProviderServicer:
             return provider_pb2.UpdateResponse(properties=request.news)
         rtype = self._type(context, _token(request))
         olds, news = from_struct(request.olds), from_struct(request.news)
-        old_inputs = from_struct(request.old_inputs) if request.HasField("old_inputs") else {}
+        has_inputs = request.HasField("old_inputs")
+        old_inputs = from_struct(request.old_inputs) if has_inputs else {}
         kept = {k: v for k, v in olds.items() if k not in old_inputs and k not in news}
         if request.preview or rtype.update is None:
             return provider_pb2.UpdateResponse(properties=to_struct({**kept, **news}))
-        changed, _ = diff_inputs(rtype, old_inputs or olds, news)
+        changed, _ = diff_inputs(rtype, old_inputs if has_inputs else olds, news)
         update = rtype.update
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
