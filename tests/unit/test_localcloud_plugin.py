@@ -3,6 +3,7 @@ auto-names and the shape of AWS errors (the real engine drives it in tests/integ
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -114,3 +115,15 @@ def test_a_resource_given_no_inputs_diffs_against_its_empty_old_inputs_not_its_o
     assert answer.changes == provider_pb2.DiffResponse.DIFF_NONE, answer
     assert list(answer.replaces) == []
 
+
+def test_assume_roles_are_read_as_the_engine_sends_them() -> None:
+    """A provider's assumeRoles arrive as JSON text, with the program's own keys (snake_case from
+    a plain dict, as aws-py-assume-role writes them) or camelCase; a role without an ARN is no
+    role to assume."""
+    from stackflow.localcloud.plugin.servicer import assume_roles
+
+    arn = "arn:aws:iam::123456789012:role/deployer"
+    text = json.dumps([{"role_arn": arn, "session_name": "s", "externalId": "x"}, {"x": 1}])
+    assert assume_roles(text) == ({"roleArn": arn, "sessionName": "s", "externalId": "x"},)
+    assert assume_roles([{"roleArn": arn}]) == ({"roleArn": arn},)
+    assert assume_roles("not json") == () and assume_roles(None) == ()

@@ -11,6 +11,7 @@ does not serve is written down and answered with what the program gave, so the p
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from importlib.metadata import version as package_version
@@ -49,6 +50,7 @@ class ProviderServicer:
         self.version = package_version(PACKAGES[package])
         self._ctx: CloudContext | None = None
         self._region = DEFAULT_REGION
+        self._assume_roles: tuple[dict[str, Any], ...] = ()
         self._service = threading.local()
         self._control: bool | None = None
         self.survey = Survey.from_environment()
@@ -63,7 +65,7 @@ class ProviderServicer:
                     f"the local cloud's {self.package} plugin needs {ENDPOINT_ENV} (the cloud "
                     "server's URL); stackflow sets it for local-cloud runs"
                 )
-            self._ctx = CloudContext(self.endpoint, self._region)
+            self._ctx = CloudContext(self.endpoint, self._region, self._assume_roles)
             self._ctx.on_call = self._remember_service
         return self._ctx
 
@@ -150,6 +152,10 @@ class ProviderServicer:
         region = args.get("region") or request.variables.get(f"{self.package}:config:region")
         if isinstance(region, str) and region:
             self._region = region
+            self._ctx = None
+        roles = args.get("assumeRoles") or request.variables.get("aws:config:assumeRoles")
+        if self.package == "aws" and roles:
+            self._assume_roles = assume_roles(roles)
             self._ctx = None
         return provider_pb2.ConfigureResponse(
             acceptSecrets=False, supportsPreview=True, acceptResources=False, acceptOutputs=False
@@ -328,6 +334,28 @@ class ProviderServicer:
             return self.registry.resource(token)
         except NotImplementedError as exc:
             self._abort(context, grpc.StatusCode.UNIMPLEMENTED, str(exc))
+
+
+def assume_roles(given: Any) -> tuple[dict[str, Any], ...]:
+    """The provider's `assumeRoles` as the engine sends them (a list, or its JSON text; each
+    role's keys camelCase or, from a plain dict in the program, snake_case), camelCase."""
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except ValueError:
+            return ()
+    roles = []
+    for role in given if isinstance(given, list) else []:
+        if isinstance(role, dict):
+            camel = {_camel(str(k)): v for k, v in role.items()}
+            if camel.get("roleArn"):
+                roles.append(camel)
+    return tuple(roles)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _token(request: Any) -> str:
