@@ -3,7 +3,9 @@ its code imports must be importable there; a Pulumi package (pulumi, pulumi-aws,
 at another version of the installed major runs with the installed one, and says so naming the
 pin; another major is refused by name, with the pin and the installed version. Another package's
 pin counts only when the program imports it (a type checker or test tool it lists but never
-imports is not required). Checked before anything runs; nothing is installed."""
+imports is not required). On the local cloud, a provider package it has no plugin for (pulumi-docker,
+pulumi-command) is named first: installing it would not make it run there. Checked before
+anything runs; nothing is installed."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ _SERVED = {
     "pulumi-random": "stackflow's random provider is pulumi-random {version}",
     "pulumi": "stackflow's engine is Pulumi {version}",
 }
+# Pulumi packages that are no provider the local cloud would need a plugin for.
+_NOT_PROVIDERS = frozenset({"pulumi", "pulumi-policy"})
 _SKIPPED_DIRS = frozenset({"venv", ".venv", "env", "__pycache__", "node_modules", "site-packages"})
 
 
@@ -48,8 +52,11 @@ class Pin:
     text: str  # as the project wrote it
 
 
-def check_dependencies(project: PulumiProject) -> list[str]:
+def check_dependencies(project: PulumiProject, local: bool = False) -> list[str]:
     """Refuse a project whose pins or imports stackflow's environment does not satisfy.
+
+    Args:
+        local: the rehearsal is on the local cloud, which serves some provider packages only.
 
     Returns:
         One line per Pulumi package pinned at another version of the installed major, naming
@@ -57,22 +64,38 @@ def check_dependencies(project: PulumiProject) -> list[str]:
 
     Raises:
         DependencyError: every unmet pin (with the installed version) and every module its code
-            imports that is not importable, in one message.
+            imports that is not importable, in one message; on the local cloud, led by the
+            provider packages it does not serve.
     """
     used = imported_modules(project)
     provided = packages_distributions()
     notices: list[str] = []
     problems: list[str] = []
-    for pin in pins(project):
+    found_pins = pins(project)
+    for pin in found_pins:
         if _pulumi_package(pin) or _imported_by_program(pin, used, provided):
             problem, notice = _unmet(pin)
             problems.append(problem)
             notices += [notice] if notice else []
-    problems += [
-        f"{where} imports {name}, which is not installed" for where, name in imports(project)
-    ]
+    missing = imports(project)
+    problems += [f"{where} imports {name}, which is not installed" for where, name in missing]
     problems += shadowed(project)
     found = [p for p in problems if p]
+    unserved = _unserved_providers(found_pins, missing) if local else []
+    if unserved:
+        from stackflow.localcloud.plugin.packages import PACKAGES
+
+        names = {u.split(" ")[0] for u in unserved}
+        others = [p for p in found if not any(n in p or n.replace("-", "_") in p for n in names)]
+        also = (
+            f"; it also needs what stackflow's Python lacks: {'; '.join(others)}" if others else ""
+        )
+        raise DependencyError(
+            f"{project.folder}: it uses provider packages the local cloud does not serve: "
+            f"{', '.join(unserved)} (the local cloud serves {' and '.join(PACKAGES.values())} "
+            "only); rehearse it on AWS (--cloud aws) with them installed in stackflow's "
+            f"environment ({sys.prefix}){also}. Nothing was changed."
+        )
     if found:
         raise DependencyError(
             f"{project.folder}: the program runs inline in stackflow's own Python, which does "
@@ -82,6 +105,24 @@ def check_dependencies(project: PulumiProject) -> list[str]:
             "the project's pins with what is installed. Nothing was changed."
         )
     return notices
+
+
+def _unserved_providers(found_pins: list[Pin], missing: list[tuple[str, str]]) -> list[str]:
+    """The provider packages the project pins or imports that the local cloud has no plugin
+    for, each with where it is first named ("pulumi-docker (requirements.txt line 3)")."""
+    from stackflow.localcloud.plugin.packages import PACKAGES
+
+    served = set(PACKAGES.values()) | _NOT_PROVIDERS
+    named: dict[str, str] = {}
+    for pin in found_pins:
+        name = canonicalize_name(pin.requirement.name)
+        if name.startswith("pulumi-") and name not in served:
+            named.setdefault(name, pin.where)
+    for where, module in missing:
+        name = canonicalize_name(module)
+        if name.startswith("pulumi-") and name not in served:
+            named.setdefault(name, where)
+    return [f"{name} ({where})" for name, where in named.items()]
 
 
 def _pulumi_package(pin: Pin) -> bool:

@@ -91,7 +91,8 @@ def prepare(
             f"({settings.project}-<stack>) in the same backend; rename the project to rehearse "
             "it. Nothing was changed."
         )
-    notices = check_dependencies(project) if action is not Action.DESTROY else []
+    local = settings.cloud == "local"
+    notices = check_dependencies(project, local) if action is not Action.DESTROY else []
     from stackflow.dag import stack_config
 
     config = {**stack_config(settings), **project_config(project, name, environ)}

@@ -214,3 +214,28 @@ def test_types_of_packages_the_local_cloud_has_no_plugin_for_are_unserved() -> N
             "pulumi:pulumi:StackReference",
         ]
     ) == ["aws:glue/job:Job", "pulumi:providers:tls", "tls:index/privateKey:PrivateKey"]
+
+
+def test_on_the_local_cloud_a_provider_package_it_has_no_plugin_for_is_named_first(
+    tmp_path: Path,
+) -> None:
+    """As aws-py-voting-app needs pulumi-docker: installing it would not make it run on the
+    local cloud, so that is what the error says, with what else is missing; on AWS the missing
+    package is named as any other."""
+    pins = "pulumi>=3.0.0,<4.0.0\npulumi-docker>=4.11.0,<4.12.0\nno-such-pkg-x>=1\n"
+    folder = project(tmp_path / "p", **{"requirements.txt": pins})
+    (folder / "__main__.py").write_text("import pulumi_docker\nimport no_such_pkg_x\n")
+    with pytest.raises(DependencyError) as refused:
+        check_dependencies(load_project(folder), local=True)
+    text = str(refused.value)
+    assert (
+        "it uses provider packages the local cloud does not serve: pulumi-docker "
+        "(requirements.txt line 2) (the local cloud serves pulumi-aws and pulumi-random only)"
+        in text
+    ), text
+    assert "--cloud aws" in text and "no-such-pkg-x>=1 is not installed" in text
+    assert "pulumi_docker, which is not installed" not in text  # named once, as a provider
+    with pytest.raises(DependencyError) as on_aws:
+        check_dependencies(load_project(folder))
+    assert "the local cloud" not in str(on_aws.value)
+    assert "pulumi-docker>=4.11.0,<4.12.0 is not installed" in str(on_aws.value)
