@@ -17,8 +17,14 @@ type or function is named in one survey preview before anything is created, and 
 does not serve is refused by name (never silently ignored). Refusals come back in AWS's own
 words. The local cloud serves the provider's region only.
 
-Not served: AppSync (moto 5.2.5 has no data sources or resolvers), Route 53, ACM and CloudFront,
-and every provider other than `aws` and `random` (a program that needs one is refused, naming it).
+Not served: AppSync data sources and resolvers (moto 5.2.5 has no CreateDataSource or
+CreateResolver call, so the API and its keys are served, not what resolves its fields), and every
+provider other than `aws` and `random` (a program that needs one is refused, naming it). Where
+moto differs from AWS the module says so: an ACM certificate is issued at once (DNS validation,
+RSA 2048 only), a CloudFront distribution's default-certificate flag is not read back.
+Functions pulumi-aws computes without AWS (getPolicyDocument, getPartition, getArn) are computed
+here the same way. Which published programs run is in
+[published-programs.md](published-programs.md).
 """
 
 

@@ -67,6 +67,8 @@ class Tagging:
         described: the describe answer's field that holds the tags (then no list call is made).
         listed: `key` takes a list of resources (EC2's `Resources=[id]`).
         key_item: the untag call takes each key as {key_item: k} (EC2's `Tags=[{"Key": k}]`).
+        fixed: arguments every tag call also takes (Route 53's `ResourceType="hostedzone"`).
+        wrapped: tags and tag keys go inside {wrapped: [...]} (CloudFront's `Items`).
     """
 
     list_call: str
@@ -81,13 +83,19 @@ class Tagging:
     described: str | None = None
     listed: bool = False
     key_item: str | None = None
+    fixed: tuple[tuple[str, str], ...] = ()
+    wrapped: str | None = None
 
     def wire(self, tags: Mapping[str, str]) -> Any:
         """`tags` as `tag_call` (and most create calls) take them."""
         if self.item is None:
             return dict(tags)
         name, value = self.item
-        return [{name: str(k), value: str(v)} for k, v in tags.items()]
+        items = [{name: str(k), value: str(v)} for k, v in tags.items()]
+        return {self.wrapped: items} if self.wrapped else items
+
+    def _call(self, client: Any, method: str, ident: Any, **kwargs: Any) -> Any:
+        return getattr(client, method)(**{self.key: ident}, **dict(self.fixed), **kwargs)
 
     def read(self, client: Any, ident: str, answer: Answer | None = None) -> dict[str, str]:
         """The resource's tags as the cloud has them now (from `answer`, the describe call's,
@@ -95,9 +103,9 @@ class Tagging:
         if self.described is not None and answer is not None:
             listed: Any = answer.get(self.described)
         else:
-            listed = getattr(client, self.list_call)(**{self.key: ident})
+            listed = self._call(client, self.list_call, ident)
             for part in (self.answer or self.field).split("."):
-                listed = listed.get(part)
+                listed = (listed or {}).get(part)
         if isinstance(listed, Mapping) or listed is None:
             return {str(k): str(v) for k, v in (listed or {}).items()}
         name, value = self.item or ("Key", "Value")
@@ -109,9 +117,10 @@ class Tagging:
         which: Any = [ident] if self.listed else ident
         if remove:
             keys: Any = [{self.key_item: k} for k in remove] if self.key_item else remove
-            getattr(client, self.untag_call)(**{self.key: which, self.keys: keys})
+            keys = {self.wrapped: keys} if self.wrapped else keys
+            self._call(client, self.untag_call, which, **{self.keys: keys})
         if upsert:
-            getattr(client, self.tag_call)(**{self.key: which, self.field: self.wire(upsert)})
+            self._call(client, self.tag_call, which, **{self.field: self.wire(upsert)})
 
 
 KEY_VALUE = ("Key", "Value")  # the tag items most services use

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from stackflow.localcloud.registry import Props, Registry, tag_list
 from stackflow.localcloud.resources._declared import KEY_VALUE, Answer, Shape, Tagging
-from stackflow.localcloud.resources._iam_common import GONE, document, timestamp
-from stackflow.localcloud.resources._shared import input_tags, json_text
+from stackflow.localcloud.resources._iam_common import GONE, document
+from stackflow.localcloud.resources._shared import input_tags, json_text, timestamp
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
