@@ -237,6 +237,18 @@ def test_every_type_of_the_looked_up_services_has_a_lookup() -> None:
     assert served <= set(LOOKUPS), sorted(served - set(LOOKUPS))
 
 
+def test_every_type_stackflows_own_programs_declare_has_a_lookup() -> None:
+    """Derived from the programs themselves (run under Pulumi's mocks), so a type a program adds
+    without a lookup fails here, whatever LOOKED_UP says."""
+    from tests.unit.test_programs import app_run, db_run, net_run
+
+    runs = (net_run(), db_run(), app_run())
+    declared = {r.type for run in runs for r in run.resources.values()}
+    declared = {token for token in declared if not token.startswith("pulumi:")}
+    assert declared, "the programs declared nothing: the mocks did not run them"
+    assert declared <= set(LOOKUPS), sorted(declared - set(LOOKUPS))
+
+
 def test_a_type_without_a_lookup_is_cleared_and_the_note_says_what_was_done() -> None:
     clients = CloudClients(REGION, where="AWS")
     unknown = look_up(pending("aws:sqs/queue:Queue", "q", name="q"), clients, set())
