@@ -1,6 +1,7 @@
 """`cloud ls` rows for the services rehearsals use beyond stackflow's own programs' (S3, ECR,
 ElastiCache, Lambda, Step Functions, DynamoDB, SQS, SNS, EventBridge, Kinesis, KMS, API Gateway,
-EKS, IAM users and policies, CloudWatch alarms): one declared listing per kind, each a list call
+EKS, IAM users and policies, CloudWatch alarms, Route 53, ACM, CloudFront, AppSync): one declared
+listing per kind, each a list call
 of the AWS API (nothing that grows the journal). Their environment is "-": these kinds are
 listed so that nothing leaked stays unseen, not placed by their tags."""
 
@@ -17,8 +18,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Listing:
-    """One kind: `<service>.<call>(**args)[items]`, each item's id, name and state fields (an
-    item that is a plain string is its own id and name)."""
+    """One kind: `<service>.<call>(**args)[items]` (`items` dotted when the list is nested),
+    each item's id, name and state fields (an item that is a plain string is its own id and
+    name)."""
 
     service: str
     kind: str
@@ -99,6 +101,26 @@ LISTINGS = (
         "AlarmName",
         "StateValue",
     ),
+    Listing("route53", "hosted-zone", "list_hosted_zones", "HostedZones", "Id", "Name"),
+    Listing(
+        "acm",
+        "certificate",
+        "list_certificates",
+        "CertificateSummaryList",
+        "CertificateArn",
+        "DomainName",
+        "Status",
+    ),
+    Listing(
+        "cloudfront",
+        "distribution",
+        "list_distributions",
+        "DistributionList.Items",
+        "ARN",
+        "DomainName",
+        "Status",
+    ),
+    Listing("appsync", "graphql-api", "list_graphql_apis", "graphqlApis", "arn", "name"),
 )
 
 
@@ -108,7 +130,9 @@ def rows(ctx: CloudContext) -> Iterator[Row]:
 
     for listing in LISTINGS:
         answer = getattr(ctx.client(listing.service), listing.call)(**dict(listing.args))
-        for item in answer.get(listing.items) or []:
+        for part in listing.items.split("."):
+            answer = (answer or {}).get(part)
+        for item in answer or []:
             if isinstance(item, str):
                 ident = name = item
                 state = ""

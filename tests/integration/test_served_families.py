@@ -123,3 +123,48 @@ def test_edge_families_deploy_update_in_place_and_destroy_on_the_local_cloud(
     assert sorted(r["Type"] for r in records) == ["NS", "SOA"]  # its records went with it
     zones = [z["Name"] for z in route53.list_hosted_zones()["HostedZones"]]
     assert not [name for name in zones if ".internal.test" in name], zones  # destroyed
+
+
+def test_cloud_ls_lists_what_the_edge_families_leave_behind_on_the_local_cloud(
+    local_cloud: LocalCloud,
+) -> None:
+    """A zone, a certificate, a distribution and a GraphQL API left in the local cloud (made here
+    with boto3, as a rehearsal stopped midway would leave them) are each listed, none placed in
+    an environment."""
+    from stackflow.localcloud.inventory import list_resources
+
+    name = f"{unique('leak')}.test"
+    zone = local_cloud.client("route53").create_hosted_zone(Name=name, CallerReference=name)
+    acm = local_cloud.client("acm")
+    certificate = acm.request_certificate(DomainName=name, ValidationMethod="DNS")
+    cloudfront = local_cloud.client("cloudfront")
+    origin = {"Id": "o", "DomainName": f"origin.{name}", "CustomOriginConfig": CUSTOM_ORIGIN}
+    distribution = cloudfront.create_distribution(
+        DistributionConfig={
+            "CallerReference": name,
+            "Comment": "",
+            "Enabled": False,
+            "Origins": {"Quantity": 1, "Items": [origin]},
+            "DefaultCacheBehavior": {"TargetOriginId": "o", "ViewerProtocolPolicy": "allow-all"},
+        }
+    )["Distribution"]
+    appsync = local_cloud.client("appsync")
+    api = appsync.create_graphql_api(name=name.replace(".", "-"), authenticationType="API_KEY")
+    try:
+        rows = list_resources(local_cloud.url, local_cloud.region)
+    finally:
+        local_cloud.client("route53").delete_hosted_zone(Id=zone["HostedZone"]["Id"])
+        acm.delete_certificate(CertificateArn=certificate["CertificateArn"])
+        cloudfront.delete_distribution(Id=distribution["Id"], IfMatch="any")
+        appsync.delete_graphql_api(apiId=api["graphqlApi"]["apiId"])
+    made = {distribution["ARN"], api["graphqlApi"]["arn"]}
+    listed = {(r.kind, r.environment) for r in rows if name in r.name + r.id or r.id in made}
+    assert listed == {
+        ("hosted-zone", "-"),
+        ("certificate", "-"),
+        ("distribution", "-"),
+        ("graphql-api", "-"),
+    }, listed
+
+
+CUSTOM_ORIGIN = {"HTTPPort": 80, "HTTPSPort": 443, "OriginProtocolPolicy": "http-only"}
