@@ -116,21 +116,16 @@ def _delete(ctx: CloudContext, id: str, state: Props) -> None:
 def register(random: Registry) -> None:
     """Add RandomPassword and RandomString to the local cloud's `random` provider."""
     random.add(
-        ResourceType(
-            token=RANDOM_PASSWORD,
-            create=_create,
-            read=_read,
-            delete=_delete,
-            # pulumi-random replaces the password whenever any input, `keepers` included, changes.
-            force_new=frozenset(_INPUTS),
-            computed=("result",),
-        ),
-        ResourceType(
-            token=RANDOM_STRING,
-            create=_create_string,
-            read=_read,
-            delete=_delete,
-            force_new=frozenset(_INPUTS),
-            computed=("result",),
-        ),
+        *(
+            ResourceType(
+                token=token,
+                create=create,
+                read=_read,
+                delete=_delete,
+                # pulumi-random makes a new value whenever any input, `keepers` included, changes.
+                force_new=frozenset(_INPUTS),
+                computed=("result",),
+            )
+            for token, create in ((RANDOM_PASSWORD, _create), (RANDOM_STRING, _create_string))
+        )
     )
