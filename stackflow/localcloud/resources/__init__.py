@@ -45,6 +45,7 @@ SERVICES: dict[str, dict[str, tuple[str, ...]]] = {
         "kinesis": ("aws:kinesis/",),
         "kms": ("aws:kms/",),
         "apigateway": ("aws:apigateway/",),
+        "apigateway_methods": ("aws:apigateway/",),
         "apigatewayv2": ("aws:apigatewayv2/",),
         "eks": ("aws:eks/",),
         "route53": ("aws:route53/",),

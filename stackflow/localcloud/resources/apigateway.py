@@ -1,14 +1,12 @@
 """API Gateway REST APIs in the local cloud: the API (from its own settings or an OpenAPI
-`body`), resources, methods, integrations, their responses, deployments and stages (defined,
-never invoked: nothing answers at the invoke URL here). Ids follow pulumi-aws: the API's,
-a resource's and a deployment's are AWS's ids; a method's `agm-<api>-<resource>-<method>`, an
-integration's `agi-...`, their responses' `agmr-...-<status>` and `agir-...-<status>`, a stage's
+`body`), resources, deployments and stages (defined, never invoked: nothing answers at the
+invoke URL here); methods, integrations and their responses are in apigateway_methods.py. Ids
+follow pulumi-aws: the API's, a resource's and a deployment's are AWS's ids, a stage's
 `ags-<api>-<stage>`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stackflow.localcloud.registry import Props, Registry
@@ -20,13 +18,9 @@ if TYPE_CHECKING:
 
 REST_API = "aws:apigateway/restApi:RestApi"
 RESOURCE = "aws:apigateway/resource:Resource"
-METHOD = "aws:apigateway/method:Method"
-INTEGRATION = "aws:apigateway/integration:Integration"
-METHOD_RESPONSE = "aws:apigateway/methodResponse:MethodResponse"
-INTEGRATION_RESPONSE = "aws:apigateway/integrationResponse:IntegrationResponse"
 DEPLOYMENT = "aws:apigateway/deployment:Deployment"
 STAGE = "aws:apigateway/stage:Stage"
-_GONE = ("NotFoundException",)
+GONE = ("NotFoundException",)  # AWS's "not there", for every API Gateway call
 _TAGGING = Tagging(
     "get_tags", "tag_resource", "untag_resource", key="resourceArn", described="tags"
 )
@@ -40,7 +34,7 @@ def _invoke_url(ctx: CloudContext, api: str, stage: str = "") -> str:
     return f"https://{api}.execute-api.{ctx.region}.amazonaws.com/{stage}"
 
 
-def _texts(inputs: Props, fields: dict[str, str]) -> dict[str, Any]:
+def texts(inputs: Props, fields: dict[str, str]) -> dict[str, Any]:
     """The inputs in `fields` that are set, under their API names."""
     return {api: inputs[key] for key, api in fields.items() if inputs.get(key) not in (None, "")}
 
@@ -51,7 +45,7 @@ def _texts(inputs: Props, fields: dict[str, str]) -> dict[str, Any]:
 def _api_create(client: Any, inputs: Props, ctx: CloudContext) -> str:
     kwargs: dict[str, Any] = {
         "name": str(inputs["name"]),
-        **_texts(inputs, {"description": "description", "apiKeySource": "apiKeySource"}),
+        **texts(inputs, {"description": "description", "apiKeySource": "apiKeySource"}),
     }
     if inputs.get("binaryMediaTypes"):
         kwargs["binaryMediaTypes"] = [str(t) for t in inputs["binaryMediaTypes"]]
@@ -136,7 +130,7 @@ API_SHAPE = Shape(
     ),
     create=_api_create,
     describe=_api_describe,
-    gone=_GONE,
+    gone=GONE,
     outputs=_api_outputs,
     observed=lambda api, state: {"name": api["name"], "description": api.get("description", "")},
     update=_api_update,
@@ -166,7 +160,7 @@ RESOURCE_SHAPE = Shape(
     describe=lambda client, id, state: client.get_resource(
         restApiId=str(state["restApi"]), resourceId=id
     ),
-    gone=_GONE,
+    gone=GONE,
     outputs=lambda resource, ctx: {"path": resource.get("path", "")},
     observed=lambda resource, state: {
         "parentId": resource.get("parentId"),
@@ -176,216 +170,6 @@ RESOURCE_SHAPE = Shape(
         restApiId=str(state["restApi"]), resourceId=id
     ),
     computed=("path",),
-)
-
-
-# --- methods, integrations and their responses: one shape each, keyed the same way ----------
-
-
-def _where(given: Props) -> dict[str, str]:
-    return {
-        "restApiId": str(given["restApi"]),
-        "resourceId": str(given["resourceId"]),
-        "httpMethod": str(given["httpMethod"]),
-    }
-
-
-def _keyed(prefix: str, given: Props) -> str:
-    where = _where(given)
-    key = f"{prefix}-{where['restApiId']}-{where['resourceId']}-{where['httpMethod']}"
-    return f"{key}-{given['statusCode']}" if "statusCode" in given else key
-
-
-def _put(
-    call: str, prefix: str, fields: dict[str, str], extra: Callable[[Props], dict[str, Any]]
-) -> Callable[..., str]:
-    """A create (and update) that puts the whole thing again: AWS's put calls replace it."""
-
-    def put(client: Any, inputs: Props, ctx: CloudContext | None = None) -> str:
-        kwargs = {**_where(inputs), **_texts(inputs, fields), **extra(inputs)}
-        getattr(client, call)(**kwargs)
-        return _keyed(prefix, inputs)
-
-    return put
-
-
-def _status(inputs: Props) -> dict[str, Any]:
-    return {"statusCode": str(inputs["statusCode"])}
-
-
-def _get(client: Any, kind: str, state: Props) -> Answer | None:
-    """A method's or integration's part; a response read from its method or integration (moto
-    5.2.5 answers a missing response's own get with a 500)."""
-    if not kind.endswith("_response"):
-        found: Answer = getattr(client, f"get_{kind}")(**_where(state))
-        return found if found.get("httpMethod") or found.get("type") else None  # moto: {} gone
-    parent = getattr(client, f"get_{kind.removesuffix('_response')}")(**_where(state))
-    field = "methodResponses" if kind == "method_response" else "integrationResponses"
-    response: Answer | None = (parent.get(field) or {}).get(str(state["statusCode"]))
-    return response
-
-
-def _sub(
-    token: str,
-    prefix: str,
-    kind: str,
-    fields: dict[str, str],
-    extra: Callable[[Props], dict[str, Any]],
-    inputs: tuple[str, ...],
-    updates: bool,
-) -> Shape:
-    """A method's or integration's part (`kind`: method, integration, method_response,
-    integration_response), all four put, got and deleted with the same arguments."""
-    put = _put(f"put_{kind}", prefix, fields, extra)
-    status = kind.endswith("response")
-
-    def where(state: Props) -> dict[str, Any]:
-        return {**_where(state), **(_status(state) if status else {})}
-
-    def observed(found: Answer, state: Props) -> Props:
-        return {key: found.get(api) for key, api in fields.items() if api in found}
-
-    return Shape(
-        token=token,
-        service="apigateway",
-        inputs=(
-            "restApi",
-            "resourceId",
-            "httpMethod",
-            *(("statusCode",) if status else ()),
-            *inputs,
-        ),
-        create=put,
-        describe=lambda client, id, state: _get(client, kind, state),
-        gone=_GONE,
-        outputs=lambda found, ctx: {},
-        observed=observed,
-        update=(lambda client, id, state, inputs, changed: put(client, inputs))
-        if updates
-        else None,
-        delete=lambda client, id, state: _delete(client, kind, where(state), state),
-    )
-
-
-def _delete(client: Any, kind: str, where: dict[str, Any], state: Props) -> None:
-    # Gone already (a put of its integration replaces the responses): moto 5.2.5 answers a
-    # delete of what is not there with a 500, AWS with NotFound.
-    if _get(client, kind, state) is not None:
-        getattr(client, f"delete_{kind}")(**where)
-
-
-METHOD_SHAPE = _sub(
-    METHOD,
-    "agm",
-    "method",
-    {
-        "authorization": "authorizationType",
-        "authorizerId": "authorizerId",
-        "operationName": "operationName",
-    },
-    lambda inputs: {
-        "apiKeyRequired": bool(inputs.get("apiKeyRequired")),
-        **(
-            {"requestParameters": inputs["requestParameters"]}
-            if inputs.get("requestParameters")
-            else {}
-        ),
-        **({"requestModels": inputs["requestModels"]} if inputs.get("requestModels") else {}),
-    },
-    (
-        "authorization",
-        "authorizerId",
-        "operationName",
-        "apiKeyRequired",
-        "requestParameters",
-        "requestModels",
-    ),
-    updates=False,
-)
-_INTEGRATION_FIELDS = {
-    "type": "type",
-    "integrationHttpMethod": "httpMethod",
-    "uri": "uri",
-    "passthroughBehavior": "passthroughBehavior",
-    "contentHandling": "contentHandling",
-    "connectionType": "connectionType",
-    "connectionId": "connectionId",
-    "credentials": "credentials",
-}
-INTEGRATION_SHAPE = _sub(
-    INTEGRATION,
-    "agi",
-    "integration",
-    {k: v for k, v in _INTEGRATION_FIELDS.items() if k != "integrationHttpMethod"},
-    lambda inputs: {
-        **(
-            {"integrationHttpMethod": str(inputs["integrationHttpMethod"])}
-            if inputs.get("integrationHttpMethod")
-            else {}
-        ),
-        **(
-            {"requestTemplates": inputs["requestTemplates"]}
-            if inputs.get("requestTemplates")
-            else {}
-        ),
-        **(
-            {"requestParameters": inputs["requestParameters"]}
-            if inputs.get("requestParameters")
-            else {}
-        ),
-        **(
-            {"timeoutInMillis": int(inputs["timeoutMilliseconds"])}
-            if inputs.get("timeoutMilliseconds")
-            else {}
-        ),
-    },
-    (
-        *_INTEGRATION_FIELDS,
-        "requestTemplates",
-        "requestParameters",
-        "timeoutMilliseconds",
-        "cacheKeyParameters",
-        "cacheNamespace",
-    ),
-    updates=True,
-)
-METHOD_RESPONSE_SHAPE = _sub(
-    METHOD_RESPONSE,
-    "agmr",
-    "method_response",
-    {},
-    lambda inputs: {
-        **_status(inputs),
-        **({"responseModels": inputs["responseModels"]} if inputs.get("responseModels") else {}),
-        **(
-            {"responseParameters": inputs["responseParameters"]}
-            if inputs.get("responseParameters")
-            else {}
-        ),
-    },
-    ("responseModels", "responseParameters"),
-    updates=True,
-)
-INTEGRATION_RESPONSE_SHAPE = _sub(
-    INTEGRATION_RESPONSE,
-    "agir",
-    "integration_response",
-    {"selectionPattern": "selectionPattern", "contentHandling": "contentHandling"},
-    lambda inputs: {
-        **_status(inputs),
-        **(
-            {"responseTemplates": inputs["responseTemplates"]}
-            if inputs.get("responseTemplates")
-            else {}
-        ),
-        **(
-            {"responseParameters": inputs["responseParameters"]}
-            if inputs.get("responseParameters")
-            else {}
-        ),
-    },
-    ("selectionPattern", "contentHandling", "responseTemplates", "responseParameters"),
-    updates=True,
 )
 
 
@@ -424,7 +208,7 @@ DEPLOYMENT_SHAPE = Shape(
     inputs=("restApi", "description", "triggers", "variables"),
     create=_deployment_create,
     describe=_deployment_describe,
-    gone=_GONE,
+    gone=GONE,
     outputs=_deployment_outputs,
     update=lambda client, id, state, inputs, changed: client.update_deployment(
         restApiId=str(inputs["restApi"]),
@@ -446,7 +230,7 @@ def _stage_create(client: Any, inputs: Props, ctx: CloudContext) -> str:
         "restApiId": api,
         "stageName": name,
         "deploymentId": str(inputs["deployment"]),
-        **_texts(inputs, {"description": "description"}),
+        **texts(inputs, {"description": "description"}),
     }
     if inputs.get("variables"):
         kwargs["variables"] = {str(k): str(v) for k, v in inputs["variables"].items()}
@@ -504,7 +288,7 @@ STAGE_SHAPE = Shape(
         "restApiId": state["restApi"],
         "stageName": state["stageName"],
     },
-    gone=_GONE,
+    gone=GONE,
     outputs=_stage_outputs,
     observed=lambda stage, state: {
         "deployment": stage.get("deploymentId"),
@@ -529,15 +313,6 @@ def register(aws: Registry) -> None:
             defaults={"putRestApiMode": "overwrite", "failOnWarnings": False},
         ),
         RESOURCE_SHAPE.type(),
-        METHOD_SHAPE.type(defaults={"apiKeyRequired": False}),
-        INTEGRATION_SHAPE.type(
-            force_new={"restApi", "resourceId", "httpMethod"},
-            defaults={"connectionType": "INTERNET"},
-        ),
-        METHOD_RESPONSE_SHAPE.type(force_new={"restApi", "resourceId", "httpMethod", "statusCode"}),
-        INTEGRATION_RESPONSE_SHAPE.type(
-            force_new={"restApi", "resourceId", "httpMethod", "statusCode"}
-        ),
         DEPLOYMENT_SHAPE.type(force_new={"restApi", "triggers", "variables"}),
         STAGE_SHAPE.type(force_new={"restApi", "stageName"}),
     )
