@@ -80,23 +80,67 @@ class PlanChanged(PermanentStackError):
     """What an approval covered no longer matches what the stack would do: it changed meanwhile."""
 
 
+class ProgramFailed(PermanentStackError):
+    """The Pulumi program itself raised (its own error, not the cloud's or the engine's).
+
+    Attributes:
+        raised: the program's own error as Python printed it (`KeyError: 'vpc'`), when the
+            engine's text tells it.
+    """
+
+    def __init__(self, stack: str, message: str, raised: str | None = None) -> None:
+        super().__init__(stack, message)
+        self.raised = raised
+
+
 class UnservedTypes(PermanentStackError):
     """A program uses resource types or functions the local cloud does not serve; a survey
-    preview found every one of them before anything was created."""
+    preview names every one of them before anything is created, or, when the preview stopped
+    early (`stopped`: where, e.g. "the program raised KeyError: 'vpc'"), every one up to there."""
 
-    def __init__(self, stack: str, resources: Iterable[str], functions: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        stack: str,
+        resources: Iterable[str],
+        functions: Iterable[str] = (),
+        stopped: str | None = None,
+    ) -> None:
         self.resources = tuple(sorted(set(resources)))
         self.functions = tuple(sorted(set(functions)))
+        self.stopped = stopped
         parts = [
             f"{_counted(len(names), noun)} {', '.join(names)}"
             for names, noun in ((self.resources, "resource type"), (self.functions, "function"))
             if names
         ]
-        super().__init__(
-            stack,
-            f"the local cloud does not serve the {' and the '.join(parts)} that the program "
-            "uses; a preview found every one of them before anything was created",
-        )
+        unserved = f"the local cloud does not serve the {' and the '.join(parts)}"
+        if stopped is None:
+            message = (
+                f"{unserved} that the program uses; a preview found every one of them before "
+                "anything was created"
+            )
+        else:
+            answered = (
+                " (a survey answers an unserved function with nothing, which may be what the "
+                "program tripped on)"
+                if self.functions
+                else ""
+            )
+            message = (
+                f"the survey preview stopped where {stopped}; up to there it "
+                f"found that {unserved}{answered}. What the program declares after that point "
+                "was not surveyed; nothing was created"
+            )
+        super().__init__(stack, message)
+
+
+def stopped_at(failure: StackError) -> str:
+    """Where a survey preview stopped, in a clause: "the program raised KeyError: 'vpc'", or the
+    first line of the engine's reason when the program did not raise."""
+    if isinstance(failure, ProgramFailed) and failure.raised:
+        return f"the program raised {failure.raised}"
+    first = failure.reason.strip().splitlines()[0] if failure.reason.strip() else "it failed"
+    return f"the preview failed ({first})"
 
 
 def _counted(count: int, noun: str) -> str:

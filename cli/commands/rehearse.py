@@ -79,6 +79,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     action = Action.DESTROY if args.destroy else Action.PREVIEW if args.preview else Action.UP
     rehearsal = prepare(args.path, args.stack, action, settings, os.environ)
+    for notice in rehearsal.notices:
+        print(f"note: {notice}", file=sys.stderr)
     operation = "rehearse" if action is Action.UP else f"rehearse {action.value}"
     log_file = new_log_file(
         settings.state_dir, "rehearse", f"{rehearsal.project.name}-{rehearsal.stack}"
@@ -162,6 +164,7 @@ def summary_of(outcome: Any, operation: str, redactor: Any) -> dict[str, Any]:
             "stack": rehearsal.stack,
         },
         "failed": error.reason if error is not None else None,
+        "notes": list(rehearsal.notices),
         "engine_calls": [f"{op.value}:{rehearsal.project.name}" for op in outcome.calls],
         "duration_s": round(outcome.duration_s, 3),
         "stacks": [
@@ -239,12 +242,13 @@ def _report(
             log=log_file,
         )
     if isinstance(error, UnservedTypes):
+        traceback = f"; the program's traceback is in {log_file}" if error.stopped else ""
         return fail(
             str(error),
             exits.FAILED,
             "nothing was created. docs/reference/local-cloud-types.md lists what it serves; "
             "rehearse the project on AWS (--cloud aws), or keep those resources out of the "
-            "stack you rehearse locally",
+            f"stack you rehearse locally{traceback}",
             log=log_file,
         )
     return fail(

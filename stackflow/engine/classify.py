@@ -26,7 +26,13 @@ from dataclasses import dataclass
 
 import pulumi.automation as auto
 
-from stackflow.errors import PermanentStackError, PlanChanged, StackError, TransientStackError
+from stackflow.errors import (
+    PermanentStackError,
+    PlanChanged,
+    ProgramFailed,
+    StackError,
+    TransientStackError,
+)
 from stackflow.redact import Redactor
 
 _MAX_DETAIL_LINES = 20
@@ -253,8 +259,9 @@ _CONFIG = _Rule(
     "a required config value is missing",
     markers=("Missing required configuration",),
 )
+PROGRAM = "program"
 _PROGRAM = _Rule(
-    "program",
+    PROGRAM,
     False,
     "the Pulumi program failed",
     types=(auto.CompilationError, auto.InlineSourceRuntimeError, auto.RuntimeError),
@@ -306,6 +313,22 @@ def scrub_plan_violation(text: str) -> str:
         lambda m: m[1] + ", ".join(dict.fromkeys(_PLAN_KEY.findall(m[2]))) + " (values not shown)",
         text,
     )
+
+
+# The SDK's words before an inline program's error message (pulumi/automation/errors.py).
+_INLINE_RAISED = re.compile(r"python inline source runtime error: (?P<message>[^\n]*)")
+
+
+def program_raised(text: str) -> str | None:
+    """What a program raised, as Python printed it (`AttributeError: 'NoneType' object has no
+    attribute 'upper'`), from the engine's text of a failed inline program; the message alone
+    when no line names its type; None when the text quotes no program error."""
+    match = _INLINE_RAISED.search(text)
+    if match is None or not match["message"].strip():
+        return None
+    message = match["message"].strip()
+    named = re.search(rf"^\s*([A-Za-z_][\w.]*): {re.escape(message)}\s*$", text, re.MULTILINE)
+    return f"{named[1]}: {message}" if named else message
 
 
 UNKNOWN = Diagnosis("unknown", False, "the Pulumi CLI failed")
@@ -389,5 +412,7 @@ def classify(exc: BaseException, stack_label: str, redactor: Redactor) -> StackE
     message = redactor(scrub_plan_violation(f"{diagnosis.reason}: {error_detail(exc)}"))
     if diagnosis.category == PLAN_CHANGED:
         return PlanChanged(stack_label, message)
+    if diagnosis.category == PROGRAM:
+        return ProgramFailed(stack_label, message, program_raised(message))
     kind = TransientStackError if diagnosis.transient else PermanentStackError
     return kind(stack_label, message)

@@ -7,7 +7,7 @@ and botocore's retries off: retrying is the engine's and the flow's decision, no
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,15 +24,20 @@ class CloudContext:
     Attributes:
         endpoint: the cloud server's URL, e.g. http://127.0.0.1:4566.
         region: the AWS region the provider is configured for.
+        assume_roles: the provider's `assumeRoles` (roleArn, sessionName, externalId), assumed
+            in turn with STS before the first call, as pulumi-aws does; every call then runs as
+            the last role.
     """
 
     endpoint: str
     region: str
+    assume_roles: tuple[Mapping[str, Any], ...] = ()
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _account_id: str | None = None
     _session: Any = field(default=None, repr=False)
     _control: ControlClient | None = field(default=None, repr=False)
+    _credentials: dict[str, str] | None = field(default=None, repr=False)
     on_call: Callable[[str], None] | None = field(default=None, repr=False)
     """Told the AWS service id (EC2, RDS, ...) before each call: errors name the service."""
 
@@ -46,21 +51,54 @@ class CloudContext:
 
                 if self._session is None:  # one session: each new one costs ~0.3 s of loading
                     self._session = boto3.session.Session()
+                config = Config(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    connect_timeout=10,
+                    read_timeout=300,
+                )
+                if self._credentials is None:
+                    self._credentials = self._assumed(config)
                 found = self._session.client(
                     service,
                     region_name=self.region,
                     endpoint_url=self.endpoint,
-                    aws_access_key_id=LOCAL_ACCESS_KEY,
-                    aws_secret_access_key=LOCAL_SECRET_KEY,
-                    config=Config(
-                        retries={"total_max_attempts": 1, "mode": "standard"},
-                        connect_timeout=10,
-                        read_timeout=300,
-                    ),
+                    config=config,
+                    **self._credentials,
                 )
                 found.meta.events.register("before-call", self._before_call)
                 self._clients[service] = found
             return found
+
+    def _assumed(self, config: Any) -> dict[str, str]:
+        """The credentials every client uses: the local ones, or those of the last role in
+        `assume_roles`, each assumed with the one before."""
+        credentials = {
+            "aws_access_key_id": LOCAL_ACCESS_KEY,
+            "aws_secret_access_key": LOCAL_SECRET_KEY,
+        }
+        for role in self.assume_roles:
+            sts = self._session.client(
+                "sts",
+                region_name=self.region,
+                endpoint_url=self.endpoint,
+                config=config,
+                **credentials,
+            )
+            kwargs: dict[str, Any] = {
+                "RoleArn": str(role["roleArn"]),
+                "RoleSessionName": str(role.get("sessionName") or "pulumi"),
+            }
+            if role.get("externalId"):
+                kwargs["ExternalId"] = str(role["externalId"])
+            if role.get("durationSeconds"):
+                kwargs["DurationSeconds"] = int(role["durationSeconds"])
+            given = sts.assume_role(**kwargs)["Credentials"]
+            credentials = {
+                "aws_access_key_id": given["AccessKeyId"],
+                "aws_secret_access_key": given["SecretAccessKey"],
+                "aws_session_token": given["SessionToken"],
+            }
+        return credentials
 
     def _before_call(self, model: Any = None, **_: Any) -> None:
         if self.on_call is not None and model is not None:

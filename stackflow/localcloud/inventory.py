@@ -247,7 +247,14 @@ LISTERS: tuple[tuple[str, Callable[[CloudContext], Iterable[Row]]], ...] = (
     ("log groups", _logs),
     ("secrets", _secrets),
     ("IAM roles", _iam),
+    ("the services rehearsals use", lambda ctx: _services(ctx)),
 )
+
+
+def _services(ctx: CloudContext) -> Iterable[Row]:
+    from stackflow.localcloud.inventory_services import rows
+
+    return rows(ctx)
 
 
 def _environment_from_name(name: str, environments: Iterable[str]) -> str:

@@ -71,6 +71,8 @@ class ResourceType:
             defaults, applied in Check), so state, outputs and AWS see the same values.
         auto_name_exact: the auto-name is the logical name itself, no random suffix (an S3
             object's key, as pulumi-aws names it).
+        served_inputs: the inputs the entry serves (any other set input is refused by name);
+            empty when the entry does not declare them (the docs' table says so).
     """
 
     token: str
@@ -87,6 +89,7 @@ class ResourceType:
     delete_before_replace: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
     auto_name_exact: bool = False
+    served_inputs: frozenset[str] = frozenset()
 
 
 Invoke = Callable[["CloudContext", Props], Props]
@@ -94,11 +97,39 @@ Invoke = Callable[["CloudContext", Props], Props]
 
 @dataclass
 class Registry:
-    """The resource types and functions one provider plugin serves, by token."""
+    """The resource types and functions one provider plugin serves, by token.
+
+    Attributes:
+        loader: registers the service modules that serve a token (None: every module) the first
+            time one of their tokens is looked up; None when everything is registered already.
+    """
 
     package: str
     resources: dict[str, ResourceType] = field(default_factory=dict)
     functions: dict[str, Invoke] = field(default_factory=dict)
+    loader: Callable[[Registry, str | None], None] | None = None
+
+    def _load(self, token: str | None) -> None:
+        if self.loader is not None:
+            self.loader(self, token)
+
+    def find(self, token: str) -> ResourceType | None:
+        """The resource type of `token`, loading its service module on first use; None if no
+        module serves it."""
+        if token not in self.resources:
+            self._load(token)
+        return self.resources.get(token)
+
+    def find_function(self, token: str) -> Invoke | None:
+        """The function of `token`, loading its service module on first use; None if unserved."""
+        if token not in self.functions:
+            self._load(token)
+        return self.functions.get(token)
+
+    def everything(self) -> Registry:
+        """This registry with every service module loaded (for listing what is served)."""
+        self._load(None)
+        return self
 
     def add(self, *types: ResourceType) -> None:
         for rtype in types:
@@ -114,13 +145,18 @@ class Registry:
         return register
 
     def resource(self, token: str) -> ResourceType:
-        try:
-            return self.resources[token]
-        except KeyError:
+        """The resource type of `token`.
+
+        Raises:
+            NotImplementedError: no module serves it, naming every served type.
+        """
+        found = self.find(token)
+        if found is None:
             raise NotImplementedError(
                 f"the local cloud's {self.package} provider does not serve {token} yet; "
-                f"served: {', '.join(sorted(self.resources))}"
-            ) from None
+                f"served: {', '.join(sorted(self.everything().resources))}"
+            )
+        return found
 
 
 def auto_name(logical: str, seed: bytes, length: int = 7, max_length: int = 255) -> str:

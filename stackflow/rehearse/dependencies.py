@@ -1,7 +1,11 @@
-"""Whether a project's program can run in stackflow's own Python: what its requirements.txt and
-pyproject.toml pin must be installed there at a version they accept (a program pinned to another
-pulumi-aws major is refused by name, with the pin and the installed version), and every module its
-code imports must be importable there. Checked before anything runs; nothing is installed."""
+"""Whether a project's program can run in stackflow's own Python, as a user has it: every module
+its code imports must be importable there; a Pulumi package (pulumi, pulumi-aws, pulumi-*) pinned
+at another version of the installed major runs with the installed one, and says so naming the
+pin; another major is refused by name, with the pin and the installed version. Another package's
+pin counts only when the program imports it (a type checker or test tool it lists but never
+imports is not required). On the local cloud, a provider package it has no plugin for (pulumi-docker,
+pulumi-command) is named first: installing it would not make it run there. Checked before
+anything runs; nothing is installed."""
 
 from __future__ import annotations
 
@@ -9,9 +13,9 @@ import ast
 import importlib.util
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError
+from importlib.metadata import PackageNotFoundError, packages_distributions
 from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from stackflow.rehearse.project import ProjectError, PulumiProject
 
@@ -29,6 +34,8 @@ _SERVED = {
     "pulumi-random": "stackflow's random provider is pulumi-random {version}",
     "pulumi": "stackflow's engine is Pulumi {version}",
 }
+# Pulumi packages that are no provider the local cloud would need a plugin for.
+_NOT_PROVIDERS = frozenset({"pulumi", "pulumi-policy"})
 _SKIPPED_DIRS = frozenset({"venv", ".venv", "env", "__pycache__", "node_modules", "site-packages"})
 
 
@@ -45,19 +52,50 @@ class Pin:
     text: str  # as the project wrote it
 
 
-def check_dependencies(project: PulumiProject) -> None:
+def check_dependencies(project: PulumiProject, local: bool = False) -> list[str]:
     """Refuse a project whose pins or imports stackflow's environment does not satisfy.
+
+    Args:
+        local: the rehearsal is on the local cloud, which serves some provider packages only.
+
+    Returns:
+        One line per Pulumi package pinned at another version of the installed major, naming
+        the pin and the version that runs instead.
 
     Raises:
         DependencyError: every unmet pin (with the installed version) and every module its code
-            imports that is not importable, in one message.
+            imports that is not importable, in one message; on the local cloud, led by the
+            provider packages it does not serve.
     """
-    problems = [_unmet(pin) for pin in pins(project)]
-    problems += [
-        f"{where} imports {name}, which is not installed" for where, name in imports(project)
-    ]
+    used = imported_modules(project)
+    provided = packages_distributions()
+    notices: list[str] = []
+    problems: list[str] = []
+    found_pins = pins(project)
+    for pin in found_pins:
+        if _pulumi_package(pin) or _imported_by_program(pin, used, provided):
+            problem, notice = _unmet(pin)
+            problems.append(problem)
+            notices += [notice] if notice else []
+    missing = imports(project)
+    problems += [f"{where} imports {name}, which is not installed" for where, name in missing]
     problems += shadowed(project)
     found = [p for p in problems if p]
+    unserved = _unserved_providers(found_pins, missing) if local else []
+    if unserved:
+        from stackflow.localcloud.plugin.packages import PACKAGES
+
+        names = {u.split(" ")[0] for u in unserved}
+        others = [p for p in found if not any(n in p or n.replace("-", "_") in p for n in names)]
+        also = (
+            f"; it also needs what stackflow's Python lacks: {'; '.join(others)}" if others else ""
+        )
+        raise DependencyError(
+            f"{project.folder}: it uses provider packages the local cloud does not serve: "
+            f"{', '.join(unserved)} (the local cloud serves {' and '.join(PACKAGES.values())} "
+            "only); rehearse it on AWS (--cloud aws) with them installed in stackflow's "
+            f"environment ({sys.prefix}){also}. Nothing was changed."
+        )
     if found:
         raise DependencyError(
             f"{project.folder}: the program runs inline in stackflow's own Python, which does "
@@ -66,21 +104,73 @@ def check_dependencies(project: PulumiProject) -> None:
             + f". Install what it needs into stackflow's environment ({sys.prefix}), or align "
             "the project's pins with what is installed. Nothing was changed."
         )
+    return notices
 
 
-def _unmet(pin: Pin) -> str:
+def _unserved_providers(found_pins: list[Pin], missing: list[tuple[str, str]]) -> list[str]:
+    """The provider packages the project pins or imports that the local cloud has no plugin
+    for, each with where it is first named ("pulumi-docker (requirements.txt line 3)")."""
+    from stackflow.localcloud.plugin.packages import PACKAGES
+
+    served = set(PACKAGES.values()) | _NOT_PROVIDERS
+    named: dict[str, str] = {}
+    for pin in found_pins:
+        name = canonicalize_name(pin.requirement.name)
+        if name.startswith("pulumi-") and name not in served:
+            named.setdefault(name, pin.where)
+    for where, module in missing:
+        name = canonicalize_name(module)
+        if name.startswith("pulumi-") and name not in served:
+            named.setdefault(name, where)
+    return [f"{name} ({where})" for name, where in named.items()]
+
+
+def _pulumi_package(pin: Pin) -> bool:
+    name = canonicalize_name(pin.requirement.name)
+    return name == "pulumi" or name.startswith("pulumi-")
+
+
+def _imported_by_program(pin: Pin, used: set[str], provided: Mapping[str, Sequence[str]]) -> bool:
+    """Whether the program imports a module of the pinned distribution (`provided`: module ->
+    the installed distributions that provide it; for one not installed here, a module named as
+    the distribution is)."""
+    name = canonicalize_name(pin.requirement.name)
+    modules = {m for m, dists in provided.items() if name in map(canonicalize_name, dists)}
+    return bool(used & (modules or {name.replace("-", "_")}))
+
+
+def _unmet(pin: Pin) -> tuple[str, str]:
+    """(why the pin is unmet, or ""; the notice of a Pulumi package run at another version of
+    the same major, or "")."""
     req = pin.requirement
     if req.marker is not None and not req.marker.evaluate():
-        return ""
+        return "", ""
     try:
         have = installed_version(req.name)
     except PackageNotFoundError:
-        return f"{pin.where}: {pin.text} is not installed"
+        return f"{pin.where}: {pin.text} is not installed", ""
     if req.specifier.contains(have, prereleases=True):
-        return ""
+        return "", ""
+    if _pulumi_package(pin) and _same_major(req.specifier, have):
+        return "", (
+            f"{pin.where} pins {pin.text}; it runs with the installed {req.name} {have} "
+            "(the same major version)"
+        )
     why = _SERVED.get(canonicalize_name(req.name), "")
     because = f"; {why.format(version=have)}" if why else ""
-    return f"{pin.where} pins {pin.text}, and {req.name} {have} is installed{because}"
+    return f"{pin.where} pins {pin.text}, and {req.name} {have} is installed{because}", ""
+
+
+def _same_major(specifier: SpecifierSet, have: str) -> bool:
+    """Whether `specifier` accepts some version of `have`'s major (3.228.0 for 3.259.0)."""
+    major = Version(have).major
+    candidates = [Version(f"{major}.0.0")]
+    for clause in specifier:
+        try:
+            candidates.append(Version(clause.version.rstrip(".*")))
+        except InvalidVersion:
+            continue
+    return any(v.major == major and specifier.contains(v, prereleases=True) for v in candidates)
 
 
 def pins(project: PulumiProject) -> list[Pin]:
@@ -180,6 +270,18 @@ def _poetry_specifier(constraint: str) -> str:
     return specifier
 
 
+def imported_modules(project: PulumiProject) -> set[str]:
+    """Every top-level module the program's code imports (the project's own included)."""
+    found: set[str] = set()
+    for path in _sources(project.program_dir):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError):
+            continue  # `imports` names the file that is not valid Python
+        found |= {module.split(".")[0] for _, module in _imported(tree, guarded_too=True)}
+    return found
+
+
 def imports(project: PulumiProject) -> list[tuple[str, str]]:
     """(file and line, module) for each top-level module the program's code imports that is
     neither the standard library, a module of the project's own, nor importable here. Imports
@@ -240,10 +342,10 @@ def _sources(folder: Path) -> Iterator[Path]:
             yield path
 
 
-def _imported(tree: ast.AST) -> Iterator[tuple[Any, str]]:
+def _imported(tree: ast.AST, *, guarded_too: bool = False) -> Iterator[tuple[Any, str]]:
     guarded: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Try):
+        if isinstance(node, ast.Try) and not guarded_too:
             guarded.update(id(inner) for part in node.body for inner in ast.walk(part))
     for node in ast.walk(tree):
         if id(node) in guarded:

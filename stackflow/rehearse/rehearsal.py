@@ -26,7 +26,13 @@ from stackflow.engine.base import (
     ResourceEvent,
     StackSpec,
 )
-from stackflow.errors import OperationCancelled, StackError, UnservedTypes
+from stackflow.errors import (
+    OperationCancelled,
+    ProgramFailed,
+    StackError,
+    UnservedTypes,
+    stopped_at,
+)
 from stackflow.progress import NodeChanged, NodeState, ResourceProgress, ResourcesDeclared, hub
 from stackflow.rehearse.config import project_config
 from stackflow.rehearse.dependencies import check_dependencies
@@ -56,6 +62,7 @@ class Rehearsal:
     cloud: str  # local or aws
     target: str  # where, in the words every report uses: "local cloud" or "AWS"
     secrets: tuple[str, ...] = field(default=(), repr=False)  # to mask, beyond the config's
+    notices: tuple[str, ...] = ()  # pins that run at the installed version instead
 
     @property
     def name(self) -> str:
@@ -84,8 +91,8 @@ def prepare(
             f"({settings.project}-<stack>) in the same backend; rename the project to rehearse "
             "it. Nothing was changed."
         )
-    if action is not Action.DESTROY:
-        check_dependencies(project)
+    local = settings.cloud == "local"
+    notices = check_dependencies(project, local) if action is not Action.DESTROY else []
     from stackflow.dag import stack_config
 
     config = {**stack_config(settings), **project_config(project, name, environ)}
@@ -98,7 +105,15 @@ def prepare(
     passphrase = passphrase_from(environ) if any(c.secret for c in config.values()) else None
     secrets = (passphrase.value,) if passphrase is not None else ()
     return Rehearsal(
-        project, name, action, spec, program, settings.cloud, settings.target_label, secrets
+        project,
+        name,
+        action,
+        spec,
+        program,
+        settings.cloud,
+        settings.target_label,
+        secrets,
+        tuple(notices),
     )
 
 
@@ -186,11 +201,13 @@ def _survey(engine: Engine, rehearsal: Rehearsal, listener: Listener) -> Operati
         return engine.survey(rehearsal.spec, listener)
     except UnservedTypes as exc:
         others = unserved_types(rehearsal.program.types)
-        raise UnservedTypes(rehearsal.name, [*exc.resources, *others], exc.functions) from None
-    except StackError:
+        found = [*exc.resources, *others]
+        raise UnservedTypes(rehearsal.name, found, exc.functions, exc.stopped) from None
+    except StackError as exc:
         others = unserved_types(rehearsal.program.types) if rehearsal.cloud == "local" else []
         if others:
-            raise UnservedTypes(rehearsal.name, others) from None
+            stopped = stopped_at(exc) if isinstance(exc, ProgramFailed) else None
+            raise UnservedTypes(rehearsal.name, others, stopped=stopped) from None
         raise
 
 

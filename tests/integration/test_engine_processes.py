@@ -19,7 +19,6 @@ from stackflow.engine import ConfigValue, Listener, Operation, StackSpec
 from stackflow.engine.automation import AutomationEngine
 from stackflow.engine.automation.command import PulumiCLI
 from stackflow.redact import MASK
-from stackflow.settings import get_settings
 from tests.fixtures.localcloud import LocalCloud
 from tests.realenv import unique
 
@@ -58,11 +57,7 @@ def probe_program(environment: str, count: int = 3) -> Callable[[], dict[str, An
 @pytest.fixture
 def engine(tmp_path: Path, local_cloud: LocalCloud) -> Callable[[], AutomationEngine]:
     """A new engine per call (a new run: nothing cached), all on one state folder."""
-    settings = get_settings(
-        cloud="local",
-        state_dir=tmp_path / "state",
-        localcloud={"dir": local_cloud.root, "port": local_cloud.port},
-    )
+    settings = local_cloud.settings(tmp_path / "state")
     return lambda: AutomationEngine(settings)
 
 

@@ -17,7 +17,6 @@ import pytest
 from stackflow.engine import Listener, Operation, StackSpec
 from stackflow.engine.automation import AutomationEngine
 from stackflow.errors import StackError
-from stackflow.settings import get_settings
 from tests.fixtures.localcloud import LocalCloud
 from tests.integration import published_shapes as shapes
 from tests.realenv import unique
@@ -30,12 +29,7 @@ PROJECT = "shapes"
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory, local_cloud: LocalCloud) -> AutomationEngine:
     """One engine on the session's local cloud, with a state folder of its own."""
-    settings = get_settings(
-        cloud="local",
-        state_dir=tmp_path_factory.mktemp("shapes-state"),
-        localcloud={"dir": local_cloud.root, "port": local_cloud.port},
-    )
-    return AutomationEngine(settings)
+    return AutomationEngine(local_cloud.settings(tmp_path_factory.mktemp("shapes-state")))
 
 
 def lifecycle(engine: AutomationEngine, node: str, program: shapes.ProgramFn) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Automation API, inline) on the session's **local cloud** (moto on loopback, not 
 
 It deploys with its own stack file's config (a secure value decrypted with the project's
 passphrase, never shown), a second run changes nothing, and a destroy removes it; a project using
-types the local cloud does not serve fails before anything is created, naming every one; a project
+types the local cloud does not serve fails before anything is created, naming every one (and a
+program that raises during that survey is named where it stopped, with its own error); a project
 pinned to another pulumi-aws major, and a folder without Pulumi.yaml, are refused by name.
 """
 
@@ -56,11 +57,19 @@ UNSERVED = """import pulumi
 import pulumi_aws as aws
 
 aws.s3.Bucket("kept-out")
-aws.dynamodb.Table(
-    "orders", attributes=[{"name": "id", "type": "S"}], hash_key="id", billing_mode="PAY_PER_REQUEST"
-)
-aws.sqs.Queue("jobs")
-pulumi.export("orders", aws.dynamodb.get_table(name="orders").arn)
+aws.glue.CatalogDatabase("orders")
+aws.sfn.Activity("jobs")
+pulumi.export("orders", aws.ssm.get_parameter(name="orders").arn)
+"""
+
+# The parameter lookup is unserved: a survey answers it with nothing, and `.upper()` of its
+# missing value raises, so the survey stops before the activity (getPartition is served).
+CUT_SHORT = """import pulumi
+import pulumi_aws as aws
+
+aws.glue.CatalogDatabase("orders", name=aws.get_partition().partition + "-orders")
+name = aws.ssm.get_parameter(name="orders").value.upper()
+aws.sfn.Activity("jobs", name=name)
 """
 
 
@@ -187,8 +196,9 @@ def test_a_project_of_your_own_deploys_on_the_local_cloud_then_changes_nothing_t
 def test_unserved_types_fail_before_anything_is_created_on_the_local_cloud_naming_each(
     cloud_env: dict[str, str], local_cloud: Any, tmp_path: Path
 ) -> None:
-    """Local cloud: a table, a queue and a table lookup are not served; one preview names all
-    three, no bucket of the program's is created and no stack is left in the backend."""
+    """Local cloud: a Glue database, a Step Functions activity and a parameter lookup are not
+    served; one preview names all three, no bucket of the program's is created and no stack is
+    left in the backend."""
     folder = write_project(tmp_path / "orders", "unserved-orders", UNSERVED, {})
     s3 = local_cloud.client("s3")
     buckets = {b["Name"] for b in s3.list_buckets()["Buckets"]}
@@ -198,9 +208,9 @@ def test_unserved_types_fail_before_anything_is_created_on_the_local_cloud_namin
     assert result.returncode == 1, result.stdout + result.stderr
     error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
     for token in (
-        "aws:dynamodb/table:Table",
-        "aws:sqs/queue:Queue",
-        "aws:dynamodb/getTable:getTable",
+        "aws:glue/catalogDatabase:CatalogDatabase",
+        "aws:sfn/activity:Activity",
+        "aws:ssm/getParameter:getParameter",
     ):
         assert token in error, error
     assert "before anything was created" in error and "Traceback" not in result.stderr
@@ -262,3 +272,27 @@ def test_a_rehearsal_leaves_the_projects_folder_as_it_was_with_no_bytecode(
     assert summary["stacks"][0]["status"] == "previewed", summary
     assert snapshot(folder) == before
     assert not list(folder.rglob("__pycache__"))
+
+
+def test_a_survey_the_program_cuts_short_says_where_it_stopped_and_what_it_found_so_far(
+    cloud_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Local cloud: the program trips on an unserved function's empty answer; the error says the
+    survey stopped there with the program's own error, names what it found before (the Glue
+    database, the parameter lookup), not what comes after (the activity), and nothing is left."""
+    folder = write_project(tmp_path / "cut", "cut-short", CUT_SHORT, {})
+
+    result = cli(cloud_env, "rehearse", str(folder), timeout=300)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert (
+        "the survey preview stopped where the program raised AttributeError: 'NoneType' object "
+        "has no attribute 'upper'; up to there it found that the local cloud does not serve the "
+        "resource type aws:glue/catalogDatabase:CatalogDatabase and the function "
+        "aws:ssm/getParameter:getParameter" in error
+    ), error
+    assert "aws:sfn/activity:Activity" not in error and "nothing was created" in error
+    assert "the program's traceback is in" in result.stderr and "Traceback" not in result.stderr
+    stacks = tmp_path / "state" / "pulumi-local" / ".pulumi" / "stacks" / "cut-short"
+    assert not (stacks / "dev.json").exists()

@@ -131,6 +131,22 @@ def test_a_violated_plan_is_plan_changed_and_never_repeats_the_values_pulumi_pri
     assert "create is not allowed by the plan: no steps were expected" in step.reason
 
 
+def test_a_program_error_carries_what_the_program_raised_as_python_printed_it() -> None:
+    """The error names the program's own exception, its type and message as the traceback's last
+    line says them; an error of another kind carries none."""
+    from stackflow.engine.classify import program_raised
+    from stackflow.errors import ProgramFailed
+
+    error = classify(text_of("program-error").command_error(), "dev/networking", Redactor())
+    assert isinstance(error, ProgramFailed)
+    assert error.raised == "ValueError: the capture's program fails on purpose"
+    untyped = "error: python inline source runtime error: no type line follows\n"
+    assert program_raised(untyped) == "no type line follows"
+    assert program_raised(text_of("aws-throttling").text) is None
+    throttled = classify(text_of("aws-throttling").command_error(), "dev/networking", Redactor())
+    assert not isinstance(throttled, ProgramFailed)
+
+
 def test_only_the_lock_fixture_is_a_lock_conflict() -> None:
     assert [case for case in DOCUMENTED if is_lock_conflict(text_of(case).command_error())] == [
         "lock-held"

@@ -3,6 +3,7 @@ auto-names and the shape of AWS errors (the real engine drives it in tests/integ
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -90,3 +91,39 @@ def test_aws_refusals_keep_aws_words_in_pulumi_aws_shape() -> None:
     assert (
         "operation error EC2: CreateVpc" in knob and "api error Throttling: Rate exceeded" in knob
     )
+
+
+def test_a_resource_given_no_inputs_diffs_against_its_empty_old_inputs_not_its_outputs() -> None:
+    """An elastic IP the program gives nothing: the engine sends empty old inputs and the old
+    outputs; only the inputs count, so a second preview changes nothing."""
+    from pulumi.runtime.proto import provider_pb2
+
+    from stackflow.localcloud.plugin.servicer import ProviderServicer
+    from stackflow.localcloud.resources import registry
+
+    service = ProviderServicer("aws", registry("aws"), "http://127.0.0.1:1")
+    outputs = {"allocationId": "eipalloc-1", "domain": "vpc", "publicIp": "198.51.100.7"}
+    request = provider_pb2.DiffRequest(
+        id="eipalloc-1",
+        urn="urn:pulumi:dev::p::aws:ec2/eip:Eip::ip",
+        type="aws:ec2/eip:Eip",
+        olds=to_struct(outputs),
+        old_inputs=to_struct({}),
+        news=to_struct({}),
+    )
+    answer = service.Diff(request, None)
+    assert answer.changes == provider_pb2.DiffResponse.DIFF_NONE, answer
+    assert list(answer.replaces) == []
+
+
+def test_assume_roles_are_read_as_the_engine_sends_them() -> None:
+    """A provider's assumeRoles arrive as JSON text, with the program's own keys (snake_case from
+    a plain dict, as aws-py-assume-role writes them) or camelCase; a role without an ARN is no
+    role to assume."""
+    from stackflow.localcloud.plugin.servicer import assume_roles
+
+    arn = "arn:aws:iam::123456789012:role/deployer"
+    text = json.dumps([{"role_arn": arn, "session_name": "s", "externalId": "x"}, {"x": 1}])
+    assert assume_roles(text) == ({"roleArn": arn, "sessionName": "s", "externalId": "x"},)
+    assert assume_roles([{"roleArn": arn}]) == ({"roleArn": arn},)
+    assert assume_roles("not json") == () and assume_roles(None) == ()

@@ -18,7 +18,9 @@ from stackflow.localcloud.wire import from_struct, to_struct
 
 pytestmark = pytest.mark.unit
 
-TABLE = "aws:dynamodb/table:Table"
+# Types and functions no service module serves (a Glue catalog is not among the served families).
+TABLE = "aws:glue/catalogTable:CatalogTable"
+GET_TABLE = "aws:glue/getCatalogTable:getCatalogTable"
 URN = f"urn:pulumi:dev::p::{TABLE}::orders"
 
 
@@ -49,19 +51,17 @@ def test_the_survey_writes_down_each_unserved_token_once_and_answers_with_the_pr
 ) -> None:
     found = tmp_path / "survey.tsv"
     service = servicer(monkeypatch, found)
-    news = {"hashKey": "id", "billingMode": "PAY_PER_REQUEST"}
+    news = {"databaseName": "sales", "tableType": "EXTERNAL_TABLE"}
     assert from_struct(check(service, news).inputs) == news
     create = provider_pb2.CreateRequest(
         urn=URN, type=TABLE, properties=to_struct(news), preview=True
     )
     assert from_struct(service.Create(create, Context()).properties) == news
-    invoke = provider_pb2.InvokeRequest(
-        tok="aws:dynamodb/getTable:getTable", args=to_struct({"name": "x"})
-    )
+    invoke = provider_pb2.InvokeRequest(tok=GET_TABLE, args=to_struct({"name": "x"}))
     assert from_struct(getattr(service.Invoke(invoke, Context()), "return")) == {}
     Survey(found).record("resource", TABLE)  # the random plugin's process appends too
     assert read_survey(found) == [
-        ("function", "aws:dynamodb/getTable:getTable"),
+        ("function", GET_TABLE),
         ("resource", TABLE),
     ]
 

@@ -149,8 +149,30 @@ def test_a_project_pinned_to_another_pulumi_aws_major_is_refused_by_name(tmp_pat
     (folder / "pyproject.toml").write_text(
         f'[project]\nname = "shop"\ndependencies = ["pulumi-aws~={installed}", "no-such-pkg-x>=1"]\n'
     )
+    assert check_dependencies(load_project(folder)) == []  # a package it never imports
+    (folder / "__main__.py").write_text(
+        "try:\n    import no_such_pkg_x\nexcept ImportError:\n    no_such_pkg_x = None\n"
+    )
     with pytest.raises(DependencyError, match=r"no-such-pkg-x>=1 is not installed"):
         check_dependencies(load_project(folder))
+
+
+def test_a_pin_of_the_installed_major_runs_with_the_installed_version_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """As aws-py-fargate pins them: exact versions of pulumi and pulumi-aws of the installed
+    majors, and a type checker the program never imports."""
+    pulumi, aws = version("pulumi"), version("pulumi-aws")
+    older_aws = f"{aws.split('.')[0]}.0.0"
+    pins = f"pulumi==3.0.0\npulumi-aws=={older_aws}\npyright==1.1.999\n"
+    folder = project(tmp_path / "p", **{"requirements.txt": pins})
+    notes = check_dependencies(load_project(folder))
+    assert notes == [
+        "requirements.txt line 1 pins pulumi==3.0.0; it runs with the installed pulumi "
+        f"{pulumi} (the same major version)",
+        f"requirements.txt line 2 pins pulumi-aws=={older_aws}; it runs with the installed "
+        f"pulumi-aws {aws} (the same major version)",
+    ]
 
 
 def test_modules_the_program_imports_must_be_importable_here(tmp_path: Path) -> None:
@@ -185,10 +207,35 @@ def test_types_of_packages_the_local_cloud_has_no_plugin_for_are_unserved() -> N
     assert unserved_types(
         [
             "aws:s3/bucket:Bucket",
-            "aws:dynamodb/table:Table",
+            "aws:glue/job:Job",
             "tls:index/privateKey:PrivateKey",
             "pulumi:providers:aws",
             "pulumi:providers:tls",
             "pulumi:pulumi:StackReference",
         ]
-    ) == ["aws:dynamodb/table:Table", "pulumi:providers:tls", "tls:index/privateKey:PrivateKey"]
+    ) == ["aws:glue/job:Job", "pulumi:providers:tls", "tls:index/privateKey:PrivateKey"]
+
+
+def test_on_the_local_cloud_a_provider_package_it_has_no_plugin_for_is_named_first(
+    tmp_path: Path,
+) -> None:
+    """As aws-py-voting-app needs pulumi-docker: installing it would not make it run on the
+    local cloud, so that is what the error says, with what else is missing; on AWS the missing
+    package is named as any other."""
+    pins = "pulumi>=3.0.0,<4.0.0\npulumi-docker>=4.11.0,<4.12.0\nno-such-pkg-x>=1\n"
+    folder = project(tmp_path / "p", **{"requirements.txt": pins})
+    (folder / "__main__.py").write_text("import pulumi_docker\nimport no_such_pkg_x\n")
+    with pytest.raises(DependencyError) as refused:
+        check_dependencies(load_project(folder), local=True)
+    text = str(refused.value)
+    assert (
+        "it uses provider packages the local cloud does not serve: pulumi-docker "
+        "(requirements.txt line 2) (the local cloud serves pulumi-aws and pulumi-random only)"
+        in text
+    ), text
+    assert "--cloud aws" in text and "no-such-pkg-x>=1 is not installed" in text
+    assert "pulumi_docker, which is not installed" not in text  # named once, as a provider
+    with pytest.raises(DependencyError) as on_aws:
+        check_dependencies(load_project(folder))
+    assert "the local cloud" not in str(on_aws.value)
+    assert "pulumi-docker>=4.11.0,<4.12.0 is not installed" in str(on_aws.value)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackflow.engine.base import Listener, OperationResult, StackSpec
-from stackflow.errors import OperationCancelled, StackError, UnservedTypes
+from stackflow.errors import OperationCancelled, StackError, UnservedTypes, stopped_at
 
 if TYPE_CHECKING:
     from stackflow.engine.automation.workspace import Workspaces
@@ -47,8 +47,9 @@ def survey_preview(
     provider serves every type).
 
     Raises:
-        UnservedTypes: naming every unserved type and function the preview met (also when the
-            preview failed afterwards, on what an unserved function's empty result led to).
+        UnservedTypes: naming every unserved type and function the preview met; when the preview
+            failed after meeting some (a program that trips on an unserved function's empty
+            answer), also where it stopped: the program's own error.
         As the preview otherwise.
     """
     if not ws.local:
@@ -68,9 +69,11 @@ def survey_preview(
     if found:
         resources = [token for kind, token in found if kind == RESOURCE]
         functions = [token for kind, token in found if kind == FUNCTION]
+        stopped = None
         if failure is not None:
             listener.line(f"the survey preview then failed: {failure.reason}")
-        raise UnservedTypes(spec.label, resources, functions)
+            stopped = stopped_at(failure)
+        raise UnservedTypes(spec.label, resources, functions, stopped)
     if failure is not None:
         raise failure
     assert result is not None

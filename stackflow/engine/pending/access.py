@@ -35,6 +35,23 @@ def log_group(clients: CloudClients, inputs: Props) -> list[Candidate]:
     return [Candidate(name) for g in found if g.get("logGroupName") == name]
 
 
+def _in_log_group(call: str, answers: str, prefix: str, field: str) -> Lookup:
+    """A log group's stream or metric filter, found by its name (its id) within the group."""
+
+    def lookup(clients: CloudClients, inputs: Props) -> list[Candidate]:
+        group, name = text(inputs, "logGroupName"), text(inputs, "name")
+        if group is None or name is None:
+            return []
+        logs = clients.client("logs")
+        listed = answer(
+            lambda: getattr(logs, call)(logGroupName=group, **{prefix: name}),
+            "ResourceNotFoundException",
+        )
+        return [Candidate(name) for item in (listed or {}).get(answers, []) if item[field] == name]
+
+    return lookup
+
+
 def secret_version(clients: CloudClients, inputs: Props) -> list[Candidate]:
     secret_id = text(inputs, "secretId")
     if secret_id is None:
@@ -52,6 +69,12 @@ LOOKUPS: dict[str, Lookup] = {
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": role_policy_attachment,
     "aws:iam/rolePolicy:RolePolicy": role_policy,
     "aws:cloudwatch/logGroup:LogGroup": log_group,
+    "aws:cloudwatch/logStream:LogStream": _in_log_group(
+        "describe_log_streams", "logStreams", "logStreamNamePrefix", "logStreamName"
+    ),
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": _in_log_group(
+        "describe_metric_filters", "metricFilters", "filterNamePrefix", "filterName"
+    ),
     "aws:secretsmanager/secret:Secret": by_name(
         "secretsmanager",
         "describe_secret",

@@ -47,17 +47,25 @@ def listener(clients: CloudClients, inputs: Props) -> list[Candidate]:
     ]
 
 
-def ecr_lifecycle_policy(clients: CloudClients, inputs: Props) -> list[Candidate]:
-    repository = text(inputs, "repository")
-    if repository is None:
-        return []
-    ecr = clients.client("ecr")
-    found = answer(
-        lambda: ecr.get_lifecycle_policy(repositoryName=repository),
-        "LifecyclePolicyNotFoundException",
-        "RepositoryNotFoundException",
-    )
-    return [Candidate(repository)] if found else []
+def _ecr_policy(call: str, missing: str) -> Lookup:
+    """A repository's (lifecycle) policy, id the repository's name: there when `call` answers."""
+
+    def lookup(clients: CloudClients, inputs: Props) -> list[Candidate]:
+        repository = text(inputs, "repository")
+        if repository is None:
+            return []
+        ecr = clients.client("ecr")
+        found = answer(
+            lambda: getattr(ecr, call)(repositoryName=repository),
+            missing,
+            "RepositoryNotFoundException",
+        )
+        return [Candidate(repository)] if found else []
+
+    return lookup
+
+
+ecr_lifecycle_policy = _ecr_policy("get_lifecycle_policy", "LifecyclePolicyNotFoundException")
 
 
 LOOKUPS: dict[str, Lookup] = {
@@ -101,4 +109,7 @@ LOOKUPS: dict[str, Lookup] = {
         listed=True,
     ),
     "aws:ecr/lifecyclePolicy:LifecyclePolicy": ecr_lifecycle_policy,
+    "aws:ecr/repositoryPolicy:RepositoryPolicy": _ecr_policy(
+        "get_repository_policy", "RepositoryPolicyNotFoundException"
+    ),
 }

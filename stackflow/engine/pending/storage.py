@@ -80,4 +80,5 @@ LOOKUPS: dict[str, Lookup] = {
     ),
     "aws:sfn/stateMachine:StateMachine": state_machine,
     "random:index/randomPassword:RandomPassword": in_the_state_alone,
+    "random:index/randomString:RandomString": in_the_state_alone,
 }

@@ -16,7 +16,7 @@ import grpc
 
 from stackflow.localcloud.plugin.packages import ENDPOINT_ENV, PACKAGES
 from stackflow.localcloud.plugin.servicer import ProviderServicer
-from stackflow.localcloud.resources import registry
+from stackflow.localcloud.resources import lazy_registry
 
 
 def _exit_when_stdin_closes() -> None:
@@ -32,7 +32,7 @@ def serve(package: str) -> None:
     """Serve `package`'s provider on a free loopback port; print the port for the engine."""
     from pulumi.runtime.proto import provider_pb2_grpc
 
-    servicer = ProviderServicer(package, registry(package), os.environ.get(ENDPOINT_ENV))
+    servicer = ProviderServicer(package, lazy_registry(package), os.environ.get(ENDPOINT_ENV))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16),
         options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)],

@@ -11,6 +11,7 @@ does not serve is written down and answered with what the program gave, so the p
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from importlib.metadata import version as package_version
@@ -49,6 +50,7 @@ class ProviderServicer:
         self.version = package_version(PACKAGES[package])
         self._ctx: CloudContext | None = None
         self._region = DEFAULT_REGION
+        self._assume_roles: tuple[dict[str, Any], ...] = ()
         self._service = threading.local()
         self._control: bool | None = None
         self.survey = Survey.from_environment()
@@ -63,7 +65,7 @@ class ProviderServicer:
                     f"the local cloud's {self.package} plugin needs {ENDPOINT_ENV} (the cloud "
                     "server's URL); stackflow sets it for local-cloud runs"
                 )
-            self._ctx = CloudContext(self.endpoint, self._region)
+            self._ctx = CloudContext(self.endpoint, self._region, self._assume_roles)
             self._ctx.on_call = self._remember_service
         return self._ctx
 
@@ -84,8 +86,8 @@ class ProviderServicer:
         """In a survey preview: whether `token` is unserved (then it is written down)."""
         if self.survey is None:
             return False
-        served = self.registry.resources if kind == RESOURCE else self.registry.functions
-        if token in served:
+        find = self.registry.find if kind == RESOURCE else self.registry.find_function
+        if find(token) is not None:
             return False
         self.survey.record(kind, token)
         return True
@@ -151,6 +153,10 @@ class ProviderServicer:
         if isinstance(region, str) and region:
             self._region = region
             self._ctx = None
+        roles = args.get("assumeRoles") or request.variables.get("aws:config:assumeRoles")
+        if self.package == "aws" and roles:
+            self._assume_roles = assume_roles(roles)
+            self._ctx = None
         return provider_pb2.ConfigureResponse(
             acceptSecrets=False, supportsPreview=True, acceptResources=False, acceptOutputs=False
         )
@@ -166,7 +172,7 @@ class ProviderServicer:
     def Invoke(self, request: Any, context: grpc.ServicerContext) -> Any:
         from pulumi.runtime.proto import provider_pb2
 
-        fn = self.registry.functions.get(request.tok)
+        fn = self.registry.find_function(request.tok)
         if fn is None and self._surveyed(FUNCTION, request.tok):
             return provider_pb2.InvokeResponse()  # an empty result: the program goes on
         if fn is None:
@@ -174,7 +180,7 @@ class ProviderServicer:
                 context,
                 grpc.StatusCode.UNIMPLEMENTED,
                 f"the local cloud's {self.package} provider does not serve the function "
-                f"{request.tok}; served: {', '.join(sorted(self.registry.functions))}",
+                f"{request.tok}; served: {', '.join(sorted(self.registry.everything().functions))}",
             )
         args = from_struct(request.args)
         result = self._guard(context, "invoking", request.tok, lambda: fn(self.ctx, args))
@@ -202,9 +208,10 @@ class ProviderServicer:
         if self._surveyed(RESOURCE, _token(request)):
             return provider_pb2.DiffResponse(changes=provider_pb2.DiffResponse.DIFF_NONE)
         rtype = self._type(context, _token(request))
-        olds = from_struct(request.old_inputs) if request.HasField("old_inputs") else {}
-        if not olds:
-            olds = from_struct(request.olds)
+        # The old inputs when the engine sends them, even empty (a resource the program gives
+        # no inputs, an elastic IP): the old outputs would read as inputs that went away.
+        has_inputs = request.HasField("old_inputs")
+        olds = from_struct(request.old_inputs if has_inputs else request.olds)
         news = from_struct(request.news)
         changed, replaces = diff_inputs(rtype, olds, news)
         kinds = provider_pb2.PropertyDiff
@@ -286,11 +293,12 @@ class ProviderServicer:
             return provider_pb2.UpdateResponse(properties=request.news)
         rtype = self._type(context, _token(request))
         olds, news = from_struct(request.olds), from_struct(request.news)
-        old_inputs = from_struct(request.old_inputs) if request.HasField("old_inputs") else {}
+        has_inputs = request.HasField("old_inputs")
+        old_inputs = from_struct(request.old_inputs) if has_inputs else {}
         kept = {k: v for k, v in olds.items() if k not in old_inputs and k not in news}
         if request.preview or rtype.update is None:
             return provider_pb2.UpdateResponse(properties=to_struct({**kept, **news}))
-        changed, _ = diff_inputs(rtype, old_inputs or olds, news)
+        changed, _ = diff_inputs(rtype, old_inputs if has_inputs else olds, news)
         update = rtype.update
         what = f"{rtype.token} ({logical_name(request.urn)}, {request.id})"
 
@@ -326,6 +334,28 @@ class ProviderServicer:
             return self.registry.resource(token)
         except NotImplementedError as exc:
             self._abort(context, grpc.StatusCode.UNIMPLEMENTED, str(exc))
+
+
+def assume_roles(given: Any) -> tuple[dict[str, Any], ...]:
+    """The provider's `assumeRoles` as the engine sends them (a list, or its JSON text; each
+    role's keys camelCase or, from a plain dict in the program, snake_case), camelCase."""
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except ValueError:
+            return ()
+    roles = []
+    for role in given if isinstance(given, list) else []:
+        if isinstance(role, dict):
+            camel = {_camel(str(k)): v for k, v in role.items()}
+            if camel.get("roleArn"):
+                roles.append(camel)
+    return tuple(roles)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _token(request: Any) -> str:

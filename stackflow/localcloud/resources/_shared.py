@@ -1,12 +1,14 @@
 """Helpers every service module of the local cloud's aws provider uses: AWS's refusals, inputs a
 type does not serve, and how tags, JSON documents and nested blocks read back so that an untouched
-resource reads exactly as it was created (no drift from reformatting or reordering)."""
+resource reads exactly as it was created (no drift from reformatting or reordering), and AWS's
+dates as pulumi-aws reports them."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -186,3 +188,10 @@ def keep_observed(view: Props, known: Mapping[str, Any]) -> Props:
         for key, value in view.items()
         if value is not None and (key in known or value not in ("", [], {}))
     }
+
+
+def timestamp(value: Any) -> str:
+    """An AWS date as pulumi-aws reports it: RFC 3339 in UTC, to the second."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value)

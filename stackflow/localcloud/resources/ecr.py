@@ -1,65 +1,32 @@
-"""ECR repositories and their lifecycle policies in the local cloud (no image registry: pushing
-images is not served). Ids follow pulumi-aws: a repository's id is its name, a lifecycle
-policy's the repository's name."""
+"""ECR repositories, their policies and lifecycle policies in the local cloud (no image registry:
+pushing images is not served). Ids follow pulumi-aws: a repository's id is its name, a policy's
+and a lifecycle policy's the repository's name."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
-from stackflow.localcloud.resources._shared import (
-    error_code,
-    input_tags,
-    json_text,
-    observe,
-    refuse_unserved,
-    tag_changes,
-    tag_outputs,
-    unless_gone,
-)
+from stackflow.localcloud.registry import Props, Registry
+from stackflow.localcloud.resources._declared import KEY_VALUE, Answer, Shape, Tagging
+from stackflow.localcloud.resources._shared import input_tags, json_text
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
 
 REPOSITORY = "aws:ecr/repository:Repository"
 LIFECYCLE_POLICY = "aws:ecr/lifecyclePolicy:LifecyclePolicy"
-_GONE = ("RepositoryNotFoundException", "LifecyclePolicyNotFoundException")
-_REPOSITORY_INPUTS = (
-    "name",
-    "imageTagMutability",
-    "imageScanningConfiguration",
-    "encryptionConfigurations",
-    "forceDelete",
-    "tags",
+REPOSITORY_POLICY = "aws:ecr/repositoryPolicy:RepositoryPolicy"
+_GONE = (
+    "RepositoryNotFoundException",
+    "LifecyclePolicyNotFoundException",
+    "RepositoryPolicyNotFoundException",
+)
+_TAGGING = Tagging(
+    "list_tags_for_resource", "tag_resource", "untag_resource", key="resourceArn", item=KEY_VALUE
 )
 
 
-def _ecr(ctx: CloudContext) -> Any:
-    return ctx.client("ecr")
-
-
-def _outputs(repository: dict[str, Any]) -> Props:
-    return {
-        "arn": repository["repositoryArn"],
-        "registryId": repository["registryId"],
-        "repositoryUrl": repository["repositoryUri"],
-    }
-
-
-def _describe(ctx: CloudContext, name: str) -> dict[str, Any] | None:
-    try:
-        found = _ecr(ctx).describe_repositories(repositoryNames=[name])["repositories"]
-    except ClientError as exc:
-        if error_code(exc) in _GONE:
-            return None
-        raise
-    return dict(found[0]) if found else None
-
-
-def _create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, REPOSITORY, inputs, _REPOSITORY_INPUTS)
+def _create(ecr: Any, inputs: Props, ctx: CloudContext) -> str:
     kwargs: dict[str, Any] = {
         "repositoryName": str(inputs["name"]),
         "imageTagMutability": str(inputs.get("imageTagMutability") or "MUTABLE"),
@@ -73,34 +40,34 @@ def _create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
         if encryption[0].get("kmsKey"):
             config["kmsKey"] = str(encryption[0]["kmsKey"])
         kwargs["encryptionConfiguration"] = config
-    tags = input_tags(inputs)
-    if tags:
-        kwargs["tags"] = tag_list(tags)
-    repository = _ecr(ctx).create_repository(**kwargs)["repository"]
-    return str(repository["repositoryName"]), {**_outputs(repository), "tagsAll": tags}
+    if input_tags(inputs):
+        kwargs["tags"] = _TAGGING.wire(input_tags(inputs))
+    return str(ecr.create_repository(**kwargs)["repository"]["repositoryName"])
 
 
-def _read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    repository = _describe(ctx, id)
-    if repository is None:
-        return None
+def _describe(ecr: Any, name: str, state: Props) -> Answer | None:
+    found = ecr.describe_repositories(repositoryNames=[name])["repositories"]
+    return dict(found[0]) if found else None
+
+
+def _outputs(repository: Answer, ctx: CloudContext) -> Props:
+    return {
+        "arn": repository["repositoryArn"],
+        "registryId": repository["registryId"],
+        "repositoryUrl": repository["repositoryUri"],
+    }
+
+
+def _observed(repository: Answer, state: Props) -> Props:
     scanning = repository.get("imageScanningConfiguration") or {}
-    observed: Props = {
+    return {
         "name": repository["repositoryName"],
         "imageTagMutability": repository.get("imageTagMutability"),
         "imageScanningConfiguration": {"scanOnPush": bool(scanning.get("scanOnPush"))},
     }
-    tags = tags_of(
-        _ecr(ctx).list_tags_for_resource(resourceArn=repository["repositoryArn"]).get("tags")
-    )
-    return {**observe(state, observed), **_outputs(repository), **tag_outputs(state, tags)}
 
 
-def _update(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    refuse_unserved(ctx, REPOSITORY, inputs, _REPOSITORY_INPUTS)
-    ecr = _ecr(ctx)
+def _update(ecr: Any, id: str, state: Props, inputs: Props, changed: frozenset[str]) -> None:
     if "imageTagMutability" in changed:
         ecr.put_image_tag_mutability(
             repositoryName=id, imageTagMutability=str(inputs.get("imageTagMutability") or "MUTABLE")
@@ -111,79 +78,90 @@ def _update(
             repositoryName=id,
             imageScanningConfiguration={"scanOnPush": bool(scanning.get("scanOnPush"))},
         )
-    repository = _describe(ctx, id)
-    arn = str(repository["repositoryArn"]) if repository else str(state.get("arn"))
-    current = tags_of(ecr.list_tags_for_resource(resourceArn=arn).get("tags"))
-    upsert, remove = tag_changes(current, inputs)
-    if remove:
-        ecr.untag_resource(resourceArn=arn, tagKeys=remove)
-    if upsert:
-        ecr.tag_resource(resourceArn=arn, tags=tag_list(upsert))
-    outputs = _outputs(repository) if repository else {}
-    return {**outputs, "tagsAll": input_tags(inputs)}
 
 
-def _delete(ctx: CloudContext, id: str, state: Props) -> None:
-    with unless_gone(_GONE):
-        # Images left in it: RepositoryNotEmptyException, in AWS's words (unless forceDelete).
-        _ecr(ctx).delete_repository(repositoryName=id, force=bool(state.get("forceDelete")))
+REPO = Shape(
+    token=REPOSITORY,
+    service="ecr",
+    inputs=(
+        "name",
+        "imageTagMutability",
+        "imageScanningConfiguration",
+        "encryptionConfigurations",
+        "forceDelete",
+        "tags",
+    ),
+    create=_create,
+    describe=_describe,
+    gone=_GONE,
+    outputs=_outputs,
+    observed=_observed,
+    update=_update,
+    # Images left in it: RepositoryNotEmptyException, in AWS's words (unless forceDelete).
+    delete=lambda ecr, name, state: ecr.delete_repository(
+        repositoryName=name, force=bool(state.get("forceDelete"))
+    ),
+    tagging=_TAGGING,
+    computed=("arn", "registryId", "repositoryUrl"),
+)
 
 
-def _policy_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, LIFECYCLE_POLICY, inputs, ("repository", "policy"))
-    answer = _ecr(ctx).put_lifecycle_policy(
+def _lifecycle_put(ecr: Any, inputs: Props, ctx: CloudContext | None = None) -> str:
+    ecr.put_lifecycle_policy(
         repositoryName=str(inputs["repository"]), lifecyclePolicyText=str(inputs["policy"])
     )
-    return str(inputs["repository"]), {"registryId": answer["registryId"]}
+    return str(inputs["repository"])
 
 
-def _policy_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    try:
-        found = _ecr(ctx).get_lifecycle_policy(repositoryName=id)
-    except ClientError as exc:
-        if error_code(exc) in _GONE:
-            return None
-        raise
-    return {
+LIFECYCLE = Shape(
+    token=LIFECYCLE_POLICY,
+    service="ecr",
+    inputs=("repository", "policy"),
+    create=_lifecycle_put,
+    describe=lambda ecr, name, state: ecr.get_lifecycle_policy(repositoryName=name),
+    gone=_GONE,
+    outputs=lambda found, ctx: {"registryId": found["registryId"]},
+    observed=lambda found, state: {
         "repository": found["repositoryName"],
-        "registryId": found["registryId"],
         "policy": json_text(found["lifecyclePolicyText"], state.get("policy")),
-    }
+    },
+    update=lambda ecr, name, state, inputs, changed: _lifecycle_put(ecr, inputs),
+    delete=lambda ecr, name, state: ecr.delete_lifecycle_policy(repositoryName=name),
+    computed=("registryId",),
+)
 
 
-def _policy_update(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    return _policy_create(ctx, inputs)[1]
+def _policy_put(ecr: Any, inputs: Props, ctx: CloudContext | None = None) -> str:
+    ecr.set_repository_policy(repositoryName=str(inputs["repository"]), policyText=inputs["policy"])
+    return str(inputs["repository"])
 
 
-def _policy_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    with unless_gone(_GONE):
-        _ecr(ctx).delete_lifecycle_policy(repositoryName=id)
+POLICY = Shape(
+    token=REPOSITORY_POLICY,
+    service="ecr",
+    inputs=("repository", "policy"),
+    create=_policy_put,
+    describe=lambda ecr, name, state: ecr.get_repository_policy(repositoryName=name),
+    gone=_GONE,
+    outputs=lambda found, ctx: {"registryId": found["registryId"]},
+    observed=lambda found, state: {
+        "repository": found["repositoryName"],
+        "policy": json_text(found["policyText"], state.get("policy")),
+    },
+    update=lambda ecr, name, state, inputs, changed: _policy_put(ecr, inputs),
+    delete=lambda ecr, name, state: ecr.delete_repository_policy(repositoryName=name),
+    computed=("registryId",),
+)
 
 
 def register(aws: Registry) -> None:
-    """Add the ECR repository and lifecycle policy types to the aws registry."""
+    """Add the ECR repository, repository policy and lifecycle policy types."""
     aws.add(
-        ResourceType(
-            token=REPOSITORY,
-            create=_create,
-            read=_read,
-            update=_update,
-            delete=_delete,
-            force_new=frozenset({"name", "encryptionConfigurations", "region"}),
-            computed=("arn", "registryId", "repositoryUrl", "tagsAll"),
+        REPO.type(
+            force_new={"name", "encryptionConfigurations"},
             auto_name="name",
-            drift_inputs=frozenset({"tags"}),
             defaults={"imageTagMutability": "MUTABLE", "forceDelete": False},
         ),
-        ResourceType(
-            token=LIFECYCLE_POLICY,
-            create=_policy_create,
-            read=_policy_read,
-            update=_policy_update,
-            delete=_policy_delete,
-            force_new=frozenset({"repository", "region"}),
-            computed=("registryId",),
-        ),
+        LIFECYCLE.type(force_new={"repository"}),
+        POLICY.type(force_new={"repository"}),
     )

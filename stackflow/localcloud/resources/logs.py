@@ -1,41 +1,25 @@
-"""CloudWatch log groups of the local cloud's aws provider (id = the group's name, as in
-pulumi-aws; its `arn` output has no trailing ":*")."""
+"""CloudWatch Logs of the local cloud's aws provider: log groups (id = the group's name, as in
+pulumi-aws; its `arn` output has no trailing ":*"), log streams (id = the stream's name) and
+metric filters (id = the filter's name)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from stackflow.localcloud.registry import Props, Registry, ResourceType
-from stackflow.localcloud.resources._shared import (
-    error_code,
-    input_tags,
-    observe,
-    refuse_unserved,
-    tag_changes,
-    tag_outputs,
-)
+from stackflow.localcloud.registry import Props, Registry
+from stackflow.localcloud.resources._declared import Answer, Shape, Tagging
+from stackflow.localcloud.resources._shared import input_tags, plain_number
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
 
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
-
-_LOG_GROUP_INPUTS = {
-    "name",
-    "namePrefix",
-    "retentionInDays",
-    "kmsKeyId",
-    "logGroupClass",
-    "skipDestroy",
-    "deletionProtectionEnabled",
-    "tags",
-}
+LOG_STREAM = "aws:cloudwatch/logStream:LogStream"
+METRIC_FILTER = "aws:cloudwatch/logMetricFilter:LogMetricFilter"
+_GONE = ("ResourceNotFoundException",)
 
 
-def _refuse(ctx: CloudContext, inputs: Props) -> None:
-    refuse_unserved(ctx, LOG_GROUP, inputs, _LOG_GROUP_INPUTS)
+def _refuse_protection(inputs: Props) -> None:
     if inputs.get("deletionProtectionEnabled"):
         raise NotImplementedError(
             f"the local cloud's aws provider does not serve deletionProtectionEnabled=true of "
@@ -43,59 +27,41 @@ def _refuse(ctx: CloudContext, inputs: Props) -> None:
         )
 
 
-def _arn(name: str, ctx: CloudContext) -> str:
-    return f"arn:aws:logs:{ctx.region}:{ctx.account_id}:log-group:{name}"
-
-
-def _find(ctx: CloudContext, name: str) -> dict[str, Any] | None:
-    paginator = ctx.client("logs").get_paginator("describe_log_groups")
-    for page in paginator.paginate(logGroupNamePrefix=name):
+def _find(logs: Any, name: str) -> dict[str, Any] | None:
+    for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=name):
         for group in page["logGroups"]:
             if group["logGroupName"] == name:
                 return dict(group)
     return None
 
 
-def _create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    _refuse(ctx, inputs)
+def _group_create(logs: Any, inputs: Props, ctx: CloudContext) -> str:
+    _refuse_protection(inputs)
     name = str(inputs["name"])
     kwargs: dict[str, Any] = {"logGroupName": name}
     if inputs.get("kmsKeyId"):
         kwargs["kmsKeyId"] = str(inputs["kmsKeyId"])
     if inputs.get("logGroupClass"):
         kwargs["logGroupClass"] = str(inputs["logGroupClass"])
-    tags = input_tags(inputs)
-    if tags:
-        kwargs["tags"] = tags
-    logs = ctx.client("logs")
+    if input_tags(inputs):
+        kwargs["tags"] = input_tags(inputs)
     logs.create_log_group(**kwargs)
     if inputs.get("retentionInDays"):  # 0: never expire, AWS's default
         logs.put_retention_policy(logGroupName=name, retentionInDays=int(inputs["retentionInDays"]))
-    group = _find(ctx, name)
-    arn = str(group["arn"]).removesuffix(":*") if group else _arn(name, ctx)
-    return name, {"arn": arn, "tagsAll": tags}
+    return name
 
 
-def _read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    group = _find(ctx, id)
-    if group is None:
-        return None
-    arn = str(group["arn"]).removesuffix(":*")
-    observed: Props = {
+def _group_observed(group: Answer, state: Props) -> Props:
+    return {
         "name": group["logGroupName"],
         "retentionInDays": int(group.get("retentionInDays") or 0),  # 0: never expire
         "kmsKeyId": group.get("kmsKeyId", ""),
         "logGroupClass": group.get("logGroupClass"),
     }
-    tags = ctx.client("logs").list_tags_for_resource(resourceArn=arn).get("tags", {})
-    return {**observe(state, observed), "arn": arn, **tag_outputs(state, tags)}
 
 
-def _update(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    _refuse(ctx, inputs)
-    logs = ctx.client("logs")
+def _group_update(logs: Any, id: str, state: Props, inputs: Props, changed: frozenset[str]) -> None:
+    _refuse_protection(inputs)
     if "retentionInDays" in changed:
         if inputs.get("retentionInDays"):
             logs.put_retention_policy(
@@ -108,40 +74,144 @@ def _update(
             logs.associate_kms_key(logGroupName=id, kmsKeyId=str(inputs["kmsKeyId"]))
         else:
             logs.disassociate_kms_key(logGroupName=id)
-    arn = str(state.get("arn") or _arn(id, ctx))
-    current = logs.list_tags_for_resource(resourceArn=arn).get("tags", {})
-    upsert, remove = tag_changes(current, inputs)
-    if remove:
-        logs.untag_resource(resourceArn=arn, tagKeys=remove)
-    if upsert:
-        logs.tag_resource(resourceArn=arn, tags=upsert)
-    return {"arn": arn, "tagsAll": input_tags(inputs)}
 
 
-def _delete(ctx: CloudContext, id: str, state: Props) -> None:
-    if state.get("skipDestroy"):
-        return  # pulumi-aws keeps the group (and its logs) and forgets it
-    try:
-        ctx.client("logs").delete_log_group(logGroupName=id)
-    except ClientError as exc:
-        if error_code(exc) != "ResourceNotFoundException":
-            raise
+def _group_delete(logs: Any, id: str, state: Props) -> None:
+    if not state.get("skipDestroy"):  # pulumi-aws keeps the group (and its logs) and forgets it
+        logs.delete_log_group(logGroupName=id)
+
+
+GROUP = Shape(
+    token=LOG_GROUP,
+    service="logs",
+    inputs=(
+        "name",
+        "namePrefix",
+        "retentionInDays",
+        "kmsKeyId",
+        "logGroupClass",
+        "skipDestroy",
+        "deletionProtectionEnabled",
+        "tags",
+    ),
+    create=_group_create,
+    describe=lambda logs, name, state: _find(logs, name),
+    gone=_GONE,
+    outputs=lambda group, ctx: {"arn": str(group["arn"]).removesuffix(":*")},
+    observed=_group_observed,
+    update=_group_update,
+    delete=_group_delete,
+    tagging=Tagging("list_tags_for_resource", "tag_resource", "untag_resource", key="resourceArn"),
+    computed=("arn",),
+)
+
+
+def _stream_create(logs: Any, inputs: Props, ctx: CloudContext) -> str:
+    logs.create_log_stream(logGroupName=inputs["logGroupName"], logStreamName=inputs["name"])
+    return str(inputs["name"])
+
+
+def _stream_describe(logs: Any, name: str, state: Props) -> Answer | None:
+    answer = logs.describe_log_streams(
+        logGroupName=str(state["logGroupName"]), logStreamNamePrefix=name
+    )
+    return next((s for s in answer["logStreams"] if s["logStreamName"] == name), None)
+
+
+STREAM = Shape(
+    token=LOG_STREAM,
+    service="logs",
+    inputs=("name", "logGroupName"),
+    create=_stream_create,
+    describe=_stream_describe,
+    gone=_GONE,
+    outputs=lambda stream, ctx: {"arn": stream["arn"]},
+    observed=lambda stream, state: {"name": stream["logStreamName"]},
+    delete=lambda logs, name, state: logs.delete_log_stream(
+        logGroupName=state["logGroupName"], logStreamName=name
+    ),
+    computed=("arn",),
+)
+
+
+def _transformations(inputs: Props) -> list[dict[str, Any]]:
+    given = inputs["metricTransformation"]
+    out: dict[str, Any] = {
+        "metricName": str(given["name"]),
+        "metricNamespace": str(given["namespace"]),
+        "metricValue": str(given["value"]),
+    }
+    if given.get("defaultValue") not in (None, ""):
+        out["defaultValue"] = float(given["defaultValue"])
+    if given.get("unit"):
+        out["unit"] = str(given["unit"])
+    return [out]
+
+
+def _filter_put(logs: Any, inputs: Props, ctx: CloudContext | None = None) -> str:
+    logs.put_metric_filter(
+        logGroupName=str(inputs["logGroupName"]),
+        filterName=str(inputs["name"]),
+        filterPattern=str(inputs.get("pattern") or ""),
+        metricTransformations=_transformations(inputs),
+    )
+    return str(inputs["name"])
+
+
+def _filter_describe(logs: Any, name: str, state: Props) -> Answer | None:
+    answer = logs.describe_metric_filters(
+        logGroupName=str(state["logGroupName"]), filterNamePrefix=name
+    )
+    return next((f for f in answer["metricFilters"] if f["filterName"] == name), None)
+
+
+def _filter_observed(found: Answer, state: Props) -> Props:
+    (given,) = found.get("metricTransformations") or [{}]
+    transformation = {
+        "name": given.get("metricName"),
+        "namespace": given.get("metricNamespace"),
+        "value": given.get("metricValue"),
+        **({"unit": given["unit"]} if given.get("unit") else {}),
+    }
+    return {
+        "pattern": found.get("filterPattern", ""),
+        "metricTransformation": plain_number(transformation),
+    }
+
+
+def _filter_replace(
+    logs: Any, name: str, state: Props, inputs: Props, changed: frozenset[str]
+) -> None:
+    # PutMetricFilter replaces a filter of the same name on AWS; moto 5.2.5 adds a second one.
+    logs.delete_metric_filter(logGroupName=state["logGroupName"], filterName=name)
+    _filter_put(logs, inputs)
+
+
+FILTER = Shape(
+    token=METRIC_FILTER,
+    service="logs",
+    inputs=("name", "logGroupName", "pattern", "metricTransformation", "applyOnTransformedLogs"),
+    create=_filter_put,
+    describe=_filter_describe,
+    gone=_GONE,
+    outputs=lambda found, ctx: {},
+    observed=_filter_observed,
+    update=_filter_replace,
+    delete=lambda logs, name, state: logs.delete_metric_filter(
+        logGroupName=state["logGroupName"], filterName=name
+    ),
+)
 
 
 def register(aws: Registry) -> None:
-    """Add the CloudWatch log group type to the aws registry."""
+    """Add the CloudWatch Logs types to the aws registry."""
     aws.add(
-        ResourceType(
-            token=LOG_GROUP,
-            create=_create,
-            read=_read,
-            update=_update,
-            delete=_delete,
-            force_new=frozenset({"name", "namePrefix", "logGroupClass", "region"}),
-            computed=("arn", "tagsAll"),
+        GROUP.type(
+            force_new={"name", "namePrefix", "logGroupClass"},
             auto_name="name",
             name_prefix="namePrefix",
             auto_name_max=512,
-            drift_inputs=frozenset({"tags"}),
-        )
+        ),
+        STREAM.type(auto_name="name", auto_name_max=512),
+        FILTER.type(force_new={"name", "logGroupName"}, auto_name="name", auto_name_max=512),
     )

@@ -1,6 +1,8 @@
-"""The local cloud's `random` provider: RandomPassword, generated as pulumi-random 4 does.
+"""The local cloud's `random` provider: RandomPassword and RandomString, generated as
+pulumi-random 4 does (the same inputs and characters; a string's result is its id, a password's
+a secret).
 
-There is no cloud behind it: the password is made here with `secrets` (a CSPRNG), kept only in
+There is no cloud behind it: the value is made here with `secrets` (a CSPRNG), kept only in
 the (encrypted) state, and never logged. `bcryptHash` is left out: the `bcrypt` package is not a
 dependency of this project, and a value that is not a real bcrypt hash would mislead.
 """
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
 
 RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
+RANDOM_STRING = "random:index/randomString:RandomString"
 RESOURCE_ID = "none"  # pulumi-random's id for every RandomPassword
 
 NUMERIC = "0123456789"
@@ -40,8 +43,9 @@ _INPUTS = (
 )
 
 
-def generate_password(inputs: Props) -> str:
-    """A password as pulumi-random's RandomPassword makes it from `inputs`: first the minimum
+def generate_password(inputs: Props, token: str = RANDOM_PASSWORD) -> str:
+    """A password as pulumi-random's RandomPassword (or RandomString, `token`) makes it from
+    `inputs`: first the minimum
     count of each class (upper, lower, numeric, special, whether or not the class is enabled),
     then the rest from every enabled class, shuffled.
 
@@ -52,8 +56,7 @@ def generate_password(inputs: Props) -> str:
     unknown = sorted(k for k in inputs if k not in _INPUTS and not k.startswith("__"))
     if unknown:
         raise RandomInputError(
-            f"{RANDOM_PASSWORD} takes no input(s) {', '.join(unknown)}; "
-            f"it takes: {', '.join(_INPUTS)}"
+            f"{token} takes no input(s) {', '.join(unknown)}; it takes: {', '.join(_INPUTS)}"
         )
     length = int(inputs.get("length", 0))
     numeric = bool(inputs.get("numeric", inputs.get("number", True)))
@@ -68,7 +71,7 @@ def generate_password(inputs: Props) -> str:
     }
     if length < 1 or length < sum(minimums.values()):
         raise RandomInputError(
-            f"{RANDOM_PASSWORD} length {length} must be at least 1 and at least "
+            f"{token} length {length} must be at least 1 and at least "
             f"minUpper + minLower + minNumeric + minSpecial ({sum(minimums.values())})"
         )
     pool = "".join(
@@ -85,7 +88,7 @@ def generate_password(inputs: Props) -> str:
     remaining = length - len(chosen)
     if remaining and not pool:
         raise RandomInputError(
-            f"{RANDOM_PASSWORD} has every character class (upper, lower, numeric, special) "
+            f"{token} has every character class (upper, lower, numeric, special) "
             f"switched off; enable one for the {remaining} character(s) left to draw"
         )
     chosen += [secrets.choice(pool) for _ in range(remaining)]
@@ -97,6 +100,11 @@ def _create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
     return RESOURCE_ID, {"result": generate_password(inputs)}
 
 
+def _create_string(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
+    result = generate_password(inputs, RANDOM_STRING)
+    return result, {"result": result}
+
+
 def _read(ctx: CloudContext, id: str, state: Props) -> Props | None:
     return {}  # nothing outside the state to observe
 
@@ -106,15 +114,18 @@ def _delete(ctx: CloudContext, id: str, state: Props) -> None:
 
 
 def register(random: Registry) -> None:
-    """Add RandomPassword to the local cloud's `random` provider."""
+    """Add RandomPassword and RandomString to the local cloud's `random` provider."""
     random.add(
-        ResourceType(
-            token=RANDOM_PASSWORD,
-            create=_create,
-            read=_read,
-            delete=_delete,
-            # pulumi-random replaces the password whenever any input, `keepers` included, changes.
-            force_new=frozenset(_INPUTS),
-            computed=("result",),
+        *(
+            ResourceType(
+                token=token,
+                create=create,
+                read=_read,
+                delete=_delete,
+                # pulumi-random makes a new value whenever any input, `keepers` included, changes.
+                force_new=frozenset(_INPUTS),
+                computed=("result",),
+            )
+            for token, create in ((RANDOM_PASSWORD, _create), (RANDOM_STRING, _create_string))
         )
     )

@@ -21,6 +21,7 @@ from stackflow.localcloud.control import ControlClient
 from stackflow.localcloud.errors import CloudServerError, ControlApiError
 from stackflow.localcloud.paths import dataplane_dir, passphrase, server_log
 from stackflow.localcloud.server.hooks import load_dataplane
+from stackflow.localcloud.server.motoapp import ACM_VALIDATION_WAIT
 from stackflow.localcloud.server.record import (
     DEFAULT_PORT,
     DEFAULT_REGION,
@@ -96,6 +97,7 @@ def _start(root: Path, port: int, region: str, dataplane: bool) -> CloudServer:
                 p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p
             ),
             "MOTO_IAM_LOAD_MANAGED_POLICIES": "true",
+            "MOTO_ACM_VALIDATION_WAIT": ACM_VALIDATION_WAIT,
             "PYTHONUNBUFFERED": "1",
             # Fixed string hashing: set iteration order inside moto is the same in every server
             # process, so a replay draws its random ids in the same order as the original run.

@@ -7,10 +7,15 @@ import importlib
 import os
 from typing import Any
 
+# A requested ACM certificate is issued at once (moto's default: after 60 s), so a program that
+# waits for its validation goes on as soon as its DNS records are in.
+ACM_VALIDATION_WAIT = "0"
+
 
 def moto_environment(region: str, port: int) -> None:
     """What moto (and botocore inside it) must see in this process: never the user's AWS setup."""
     os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"  # AmazonECSTaskExecutionRolePolicy
+    os.environ["MOTO_ACM_VALIDATION_WAIT"] = ACM_VALIDATION_WAIT
     os.environ.pop("MOTO_ENABLE_RECORDING", None)  # any value turns it on; our journal records
     os.environ["MOTO_RECORDER_FILEPATH"] = os.devnull  # were it turned on: bodies hold passwords
     os.environ["MOTO_PORT"] = str(port)

@@ -14,15 +14,31 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stackflow.localcloud.errors import KnobsError
 from stackflow.localcloud.knobs import KnobCall, KnobSpec
+from stackflow.localcloud.server.hooks import DataplaneLike
 from stackflow.localcloud.server.wsgi import json_response, read_body
 
 if TYPE_CHECKING:
-    from stackflow.localcloud.server.app import CloudApp
+    from stackflow.localcloud.knobs import KnobStore
+
+
+class CloudApp(Protocol):
+    """What the control API reads and sets on the cloud server's app (`app.CloudApp`, which
+    imports this module: the routes never import the app)."""
+
+    ready: bool
+    stopping: bool
+    stop_requested: threading.Event
+    knobs: KnobStore
+    dataplane: DataplaneLike
+
+    def health(self) -> dict[str, Any]: ...
+
 
 log = logging.getLogger("stackflow.localcloud")
 PREFIX = "/_stackflow"
