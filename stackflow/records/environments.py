@@ -147,7 +147,7 @@ def guard_environment(settings: Settings, records: Records | None = None) -> Set
     store = records or records_of(settings)
     check_cloud(settings, store)
     guarded = settings.with_recorded_protection(recorded_protection(store, settings.environment))
-    if guarded.protected or guarded.approval_required:
+    if guarded.protected:
         check_protected_backend(store, settings.environment)
     return guarded
 
@@ -216,9 +216,11 @@ _TRUST_DOC = "docs/operations/trust-model.md"
 
 
 def _guarded(record: EnvironmentRecord) -> bool:
+    """Prod's state: its kind, or the protection its last up recorded, says so."""
     recorded = Protection.from_dict(record.extra.get("protection"))
-    return record.kind == EnvironmentKind.PROD.value or bool(
-        recorded and (recorded.approval or recorded.confirm_destroy)
+    prod = EnvironmentKind.PROD.value
+    return record.kind == prod or bool(
+        recorded and (recorded.kind == prod or recorded.confirm_destroy)
     )
 
 
