@@ -257,45 +257,13 @@ def masked_repository(repository: str) -> str:
     return mask_url(repository) if "://" in repository else repository
 
 
-def project_commit(project_dir: Path) -> str | None:
-    """The commit the project at `project_dir` is: the one a sync exported there, else its git
-    checkout's HEAD, with "-dirty" when tracked files differ from it; None outside git."""
-    marker = project_dir / EXPORTED
-    if marker.is_file():
-        return marker.read_text().strip() or None
-    env = clean_environment({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(project_dir), "rev-parse", "--verify", "-q", "HEAD"],
-            capture_output=True,
-            env=env,
-            timeout=10,
-            check=False,
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "-C", str(project_dir), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            env=env,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    sha = head.stdout.decode().strip()
-    return sha + ("-dirty" if dirty.stdout.strip() else "") if sha else None
-
-
-def changed_files(project_dir: Path) -> list[str] | None:
-    """The project's files that differ from its checkout's HEAD: edited, staged, deleted or new
-    (ignored files aside); None outside git, or for a folder a sync exported (an exact commit)."""
-    if (project_dir / EXPORTED).is_file():
-        return []
+def _local(project_dir: Path, *args: str) -> bytes | None:
+    """What git says of the checkout at `project_dir` (read-only: no lock taken), or None when
+    it is not a checkout or git fails."""
     env = clean_environment({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
     try:
         done = subprocess.run(
-            ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."],
+            ["git", *args],
             cwd=project_dir,
             capture_output=True,
             env=env,
@@ -304,11 +272,33 @@ def changed_files(project_dir: Path) -> list[str] | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0:
+    return done.stdout if done.returncode == 0 else None
+
+
+def project_commit(project_dir: Path) -> str | None:
+    """The commit the project at `project_dir` is: the one a sync exported there, else its git
+    checkout's HEAD, with "-dirty" when tracked files differ from it; None outside git."""
+    marker = project_dir / EXPORTED
+    if marker.is_file():
+        return marker.read_text().strip() or None
+    head = _local(project_dir, "rev-parse", "--verify", "-q", "HEAD")
+    sha = head.decode().strip() if head else ""
+    if not sha:
         return None
-    found, records = [], done.stdout.split(b"\0")
-    skip = False
-    for record in records:
+    dirty = _local(project_dir, "status", "--porcelain", "--untracked-files=no")
+    return sha + ("-dirty" if dirty and dirty.strip() else "")
+
+
+def changed_files(project_dir: Path) -> list[str] | None:
+    """The project's files that differ from its checkout's HEAD: edited, staged, deleted or new
+    (ignored files aside); None outside git, or for a folder a sync exported (an exact commit)."""
+    if (project_dir / EXPORTED).is_file():
+        return []
+    out = _local(project_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+    if out is None:
+        return None
+    found, skip = [], False
+    for record in out.split(b"\0"):
         if skip:  # a rename's second path (its origin)
             skip = False
             continue

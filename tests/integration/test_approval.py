@@ -29,6 +29,7 @@ from tests.realenv import (
     RUN_PY,
     cli,
     declare,
+    git,
     outputs,
     process_env,
     real_variables,
@@ -91,26 +92,6 @@ class Prod:
             db["host"], int(db["port"]), db["user"], SecretStr(db["password"]), db["database"]
         )
         return [r.version for r in schema_history(target) if r.success]
-
-
-def git(project: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            "GIT_AUTHOR_NAME": "test",
-            "GIT_AUTHOR_EMAIL": "test@example.invalid",
-            "GIT_COMMITTER_NAME": "test",
-            "GIT_COMMITTER_EMAIL": "test@example.invalid",
-            "HOME": str(project),
-            "PATH": "/usr/bin:/bin",
-        },
-    )
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout.strip()
 
 
 def commit_all(project: Path, message: str) -> None:

@@ -31,6 +31,7 @@ from tests.realenv import (
     STACKS,
     cli,
     declare,
+    git,
     outputs,
     process_env,
     real_variables,
@@ -39,26 +40,6 @@ from tests.realenv import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            "GIT_AUTHOR_NAME": "test",
-            "GIT_AUTHOR_EMAIL": "test@example.invalid",
-            "GIT_COMMITTER_NAME": "test",
-            "GIT_COMMITTER_EMAIL": "test@example.invalid",
-            "HOME": str(cwd),
-            "PATH": "/usr/bin:/bin",
-        },
-    )
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout.strip()
 
 
 @dataclass

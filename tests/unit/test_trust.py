@@ -7,7 +7,6 @@ and protected environments never share a backend."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -36,29 +35,10 @@ from stackflow.records.environments import (
     record_outcome,
 )
 from stackflow.settings import get_settings
-from tests.realenv import declare
+from tests.realenv import declare, git
 from tests.realenv import test_project as make_project
 
 pytestmark = pytest.mark.unit
-
-
-def git(work: Path, *args: str, given: str | None = None) -> str:
-    return subprocess.run(
-        ["git", *args],
-        cwd=work,
-        check=True,
-        capture_output=True,
-        text=True,
-        input=given,
-        env={
-            "GIT_AUTHOR_NAME": "t",
-            "GIT_AUTHOR_EMAIL": "t@x",
-            "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@x",
-            "HOME": str(work),
-            "PATH": "/usr/bin:/bin",
-        },
-    ).stdout.strip()
 
 
 @pytest.fixture
