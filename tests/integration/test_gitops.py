@@ -272,9 +272,9 @@ def test_an_untrusted_commit_is_refused_by_name_and_nothing_runs(worker: Repo) -
         assert attempted["commit"] == head and attempted["result"] == "refused", attempted
         assert f"commit {head[:12]} is refused" in attempted["message"]
         assert f"'{named}'" in attempted["message"], attempted["message"]
-        assert status(worker)[env]["gitops"]["attempted"]["result"] == "refused"
-        shown = cli(process_env(worker.variables), "status").stdout
-        assert f"commit {head[:12]} refused: commit {head[:12]} is refused" in shown, shown
+    assert status(worker)[env]["gitops"]["attempted"]["result"] == "refused"
+    shown = cli(process_env(worker.variables), "status").stdout
+    assert f"commit {head[:12]} refused: commit {head[:12]} is refused" in shown, shown
     assert engine_updates(worker, env) == before
     worker.commit("the lock file back", {"constraints.txt": lock})
 
