@@ -262,10 +262,6 @@ class Settings(BaseModel):
             self.environment_kind.value, approval, self.deletion_protection, self.profile.protected
         )
 
-    @property
-    def recorded_protection(self) -> Protection | None:
-        return self._recorded_protection
-
     def with_recorded_protection(self, recorded: Protection | None) -> Settings:
         """These settings, guarded by the stronger of the file's and the `recorded` protection.
 
