@@ -397,8 +397,8 @@ def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
     changes. Approval turned off with a reason: the run that lowers it is still gated (the
     recorded protection), its plan says what is lowered and why, and once approved the record
     keeps the reason; the next `up` no longer waits for anyone."""
-    from stackflow.records import open_records
-    from stackflow.records.environments import read
+    from stackflow.records.environments import read, records_of
+    from tests.realenv import settings_for
 
     deployed = prod.service()["desiredCount"]
     prod.declare(kind="dev", app={"desired_count": deployed})
@@ -417,8 +417,7 @@ def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"protection lowered: approval of every up: on -> off (why: {why})" in done.stderr
     assert [a["decision"] for a in json.loads(done.stdout)["approvals"]] == ["approved"]
-    records = open_records(str(Path(prod.variables["STACKFLOW_STATE_DIR"]) / "records"))
-    record = read(records, ENVIRONMENT)
+    record = read(records_of(settings_for(prod.variables, ENVIRONMENT)), ENVIRONMENT)
     assert record is not None and record.extra["unprotected"]["reason"] == why
     assert record.extra["protection"]["approval"] is False
     again = cli(prod.env, "up", "--env", ENVIRONMENT, "--json")

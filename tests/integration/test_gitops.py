@@ -432,16 +432,15 @@ def test_review_runs_refuse_a_backend_that_holds_a_protected_environment(
     code with what its worker holds, so review/branches refuses a backend that holds a protected
     environment, naming it, before it asks the repository for a branch: no sync record, no run."""
     from flows.review import review_branches
-    from stackflow.records import open_records
-    from stackflow.records.environments import record_attempt
+    from stackflow.records.environments import record_attempt, records_of
     from tests.realenv import settings_for
 
     shared = {**worker.variables, "STACKFLOW_STATE_DIR": str(tmp_path / "state")}
     monkeypatch.setenv("STACKFLOW_STATE_DIR", shared["STACKFLOW_STATE_DIR"])
-    prod = unique("prod")
-    records = open_records(str(tmp_path / "state" / "records"))
-    record_attempt(records, settings_for(shared, prod))  # prod's state is on this backend
+    prod = settings_for(shared, unique("prod"))
+    records = records_of(prod)
+    record_attempt(records, prod)  # prod's state is on this backend
     state = review_branches(return_state=True)
     assert state.is_failed(), state
-    assert f"holds protected environment(s) {prod}" in str(state.message), state.message
+    assert f"holds protected environment(s) {prod.environment}" in str(state.message), state.message
     assert records.list("gitops/") == []
