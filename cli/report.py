@@ -177,8 +177,10 @@ def report_run(
             summarised = True
         message = state.message or state.name
         from flows.pipeline import ApprovalExpired, ApprovalRejected
+        from flows.summary import ApprovalSuperseded
 
-        if state.name in (ApprovalRejected.state_name, ApprovalExpired.state_name):
+        stopped = (ApprovalRejected, ApprovalSuperseded, ApprovalExpired)
+        if state.name in {e.state_name for e in stopped}:
             expired = state.name == ApprovalExpired.state_name
             return ended(
                 message,

@@ -49,10 +49,10 @@ def run_flow_command(
         The exit code of how the run ended (stackflow.exits).
     """
     from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
-    from stackflow.records.environments import check_cloud
+    from stackflow.records.environments import guard_environment
 
     try:
-        check_cloud(settings)
+        settings = guard_environment(settings)  # the cloud, the protection its last up recorded
         if refuse is not None:
             refuse(args, settings)
     except (ConfirmationRequired, DeletionProtected, SettingsError, Refused) as exc:

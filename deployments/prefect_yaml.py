@@ -11,6 +11,7 @@ from deployments.specs import (
     DRIFT_EVENT,
     ENTRYPOINTS,
     POOL,
+    REVIEW_POOL,
     TIMEZONE,
     TRIGGER_WITHIN_S,
     DeploymentSpec,
@@ -23,8 +24,16 @@ HEADER = """\
 # test fails while the two differ): every environment the project declares, the ephemeral kind
 # and the hourly cleanup, for `prefect deploy` onto a work pool. The commands (docs/guides/team-mode.md):
 #   prefect work-pool create stackflow --type process
+#   prefect work-pool create stackflow-review --type process
 #   prefect --no-prompt deploy --prefect-file deployments/prefect.yaml --all
 #   STACKFLOW_CHECKOUT=$PWD prefect worker start --pool stackflow
+#   # on a host (or OS user) of its own, with its own variables and backend:
+#   STACKFLOW_CHECKOUT=$PWD prefect worker start --pool stackflow-review
+#
+# Review branches, ephemeral environments and their cleanup run on the stackflow-review pool: a
+# pushed review branch runs its own code with what its worker holds, so that worker never holds
+# prod's backend, passphrase or credentials (docs/operations/trust-model.md).
+#
 # A docker or kubernetes pool named stackflow runs the same deployments in containers of the job
 # image, which sets STACKFLOW_CHECKOUT itself (docs/guides/container-image.md).
 #
@@ -75,8 +84,11 @@ def _deployment(spec: DeploymentSpec, pool: str) -> dict[str, Any]:
     return entry
 
 
-def prefect_yaml(specs: list[DeploymentSpec], pool: str = POOL) -> str:
-    """The whole prefect.yaml for these deployments, for work pool `pool`."""
+def prefect_yaml(
+    specs: list[DeploymentSpec], pool: str = POOL, review_pool: str = REVIEW_POOL
+) -> str:
+    """The whole prefect.yaml for these deployments: review, ephemeral and cleanup ones on work
+    pool `review_pool`, the others on `pool`."""
     body = {
         "name": "stackflow",
         "prefect-version": "3.8.8",
@@ -89,6 +101,6 @@ def prefect_yaml(specs: list[DeploymentSpec], pool: str = POOL) -> str:
                 }
             }
         ],
-        "deployments": [_deployment(s, pool) for s in specs],
+        "deployments": [_deployment(s, review_pool if s.review else pool) for s in specs],
     }
     return HEADER + str(yaml.safe_dump(body, sort_keys=False, width=100))

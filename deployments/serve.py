@@ -38,9 +38,14 @@ def build_deployments(
     environments: list[str] | None = None,
     drift_cron: str = DEFAULT_DRIFT_CRON,
     cleanup_cron: str = DEFAULT_CLEANUP_CRON,
+    role: str | None = None,
 ) -> list[RunnerDeployment]:
     """The RunnerDeployments to serve; the environment parameter of an environment's own
     deployments is frozen, so the UI refuses a run that asks for another.
+
+    Args:
+        role: "review" serves only the review, ephemeral and cleanup deployments (a review
+            worker's), "trusted" all the others; None: all of them (one person, one machine).
 
     Raises:
         ValueError: an invalid or undeclared environment name, or an invalid cron string.
@@ -89,6 +94,7 @@ def build_deployments(
             ),
         )
         for spec in deployment_specs(environments, drift_cron, cleanup_cron)
+        if role is None or spec.review == (role == "review")
     ]
 
 
@@ -129,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_CLEANUP_CRON,
         help=f"cron for cleanup, {TIMEZONE} (default '{DEFAULT_CLEANUP_CRON}': hourly)",
     )
+    parser.add_argument(
+        "--role",
+        choices=("trusted", "review"),
+        help="serve only the review, ephemeral and cleanup deployments (review: on a worker of "
+        "their own, docs/operations/trust-model.md) or only the others (trusted); default: all",
+    )
     parser.add_argument("--limit", type=int, default=4, help="flow runs at once (default 4)")
     parser.add_argument(
         "--write-prefect-yaml",
@@ -154,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, value in arenas.environment().items():  # and the runs it starts: two arenas
         os.environ.setdefault(name, value)
     try:
-        deployments = build_deployments(args.environments, args.drift_cron, args.cleanup_cron)
+        deployments = build_deployments(
+            args.environments, args.drift_cron, args.cleanup_cron, args.role
+        )
     except ValueError as exc:  # a bad environment name or cron: say which, serve nothing
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,9 @@ DRIFT_EVENT = "stackflow.drift.detected"
 TRIGGER_WITHIN_S = 600
 EPHEMERAL = "ephemeral"
 POOL = "stackflow"
+# Review, ephemeral and cleanup runs go to workers of their own (their own host or OS user, their
+# own variables, a backend that never holds prod's state): docs/operations/trust-model.md
+REVIEW_POOL = "stackflow-review"
 ENTRYPOINTS = {
     "deploy": "flows/pipeline.py:deploy",
     "preview": "flows/pipeline.py:preview",
@@ -47,6 +50,12 @@ class DeploymentSpec:
     @property
     def full_name(self) -> str:
         return f"{self.flow}/{self.name}"
+
+    @property
+    def review(self) -> bool:
+        """It runs on the review workers: review branches' code, ephemeral environments and their
+        cleanup, kept away from the backend and secrets of the protected environments."""
+        return self.flow == "review" or any(t.endswith(f":{EPHEMERAL}") for t in self.tags)
 
     @property
     def frozen(self) -> bool:

@@ -16,7 +16,7 @@ from uuid import UUID
 from prefect.client.schemas.objects import State
 from prefect.exceptions import FlowPauseTimeout, NotPausedError
 from prefect.flow_runs import pause_flow_run, resume_flow_run
-from prefect.input import RunInput
+from prefect.input import RunInput, read_flow_run_input
 from prefect.logging import get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled
@@ -28,6 +28,8 @@ from stackflow.progress import ApprovalDecided, ApprovalRequested, ProgressHub
 
 POLL_S = 2  # how often the paused run asks Prefect whether it was resumed
 VIA_UI = "the Prefect UI or API"
+VIA_SYNC = "the sync of a newer commit"
+SUPERSEDED_KEY = "stackflow-superseded-by"  # a run input the sync writes before it rejects
 
 
 class ApprovalInput(RunInput):
@@ -56,10 +58,17 @@ class Decision:
     via: str
     expired: bool = False
     round: int = 1
+    superseded: bool = False  # rejected because a newer commit of its branch took its place
+
+    @property
+    def word(self) -> str:
+        if self.approved:
+            return "approved"
+        return "expired" if self.expired else "superseded" if self.superseded else "rejected"
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "decision": "approved" if self.approved else "expired" if self.expired else "rejected",
+            "decision": self.word,
             "reason": self.reason,
             "decided_at": self.decided_at,
             "via": self.via,
@@ -68,9 +77,8 @@ class Decision:
 
     def line(self) -> str:
         """One line for the terminal and the artifact."""
-        what = "approved" if self.approved else "expired" if self.expired else "rejected"
         why = f": {self.reason}" if self.reason else ""
-        return f"round {self.round}: {what} via {self.via} at {self.decided_at}{why}"
+        return f"round {self.round}: {self.word} via {self.via} at {self.decided_at}{why}"
 
 
 def command_line_identity(yes: bool = False) -> str:
@@ -115,13 +123,16 @@ def await_decision(
             False, f"no decision within {timeout_s}s", _now(), "timeout", True, plan.round
         )
     else:
+        approved = answer.decision == "approve"
+        superseded = not approved and read_flow_run_input(SUPERSEDED_KEY, UUID(run_id)) is not None
         decision = Decision(
-            answer.decision == "approve",
+            approved,
             answer.reason.strip(),
             _now(),
-            progress.answer_for(run_id) or VIA_UI,
+            VIA_SYNC if superseded else progress.answer_for(run_id) or VIA_UI,
             False,
             plan.round,
+            superseded,
         )
     progress.publish(
         ApprovalDecided(plan.environment, decision.approved, decision.reason, decision.via)
@@ -148,6 +159,15 @@ def end_state(name: str, message: str, data: Any) -> State[Any]:
                 UUID(str(run_id)), Cancelled(name=name, message=message), force=True
             )
     return state
+
+
+def supersede_plan(flow_run_id: str, commit: str, reason: str, timeout_s: float = 60.0) -> None:
+    """Reject a paused run's plan because a newer commit takes its place: recorded as superseded
+    (by the sync), never as a person's rejection in the UI."""
+    from prefect.input import create_flow_run_input
+
+    create_flow_run_input(SUPERSEDED_KEY, commit, flow_run_id=UUID(flow_run_id))
+    answer(flow_run_id, False, reason, timeout_s)
 
 
 def answer(flow_run_id: str, approve: bool, reason: str, timeout_s: float = 60.0) -> None:

@@ -17,7 +17,13 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
 from flows.approval import Decision, await_decision
-from flows.summary import ApprovalExpired, ApprovalRejected, PipelineSummary, publish
+from flows.summary import (
+    ApprovalExpired,
+    ApprovalRejected,
+    ApprovalSuperseded,
+    PipelineSummary,
+    publish,
+)
 from flows.walk import Walk, announce_phase, describe, walk_graph
 from stackflow.dag import Node, NodeKind
 from stackflow.engine import Operation
@@ -100,7 +106,13 @@ def gated_up(
                 summary.engine_calls = list(ctx.engine_calls)
                 summary.duration_s = time.monotonic() - started
                 publish(summary)
-                error = ApprovalExpired if decision.expired else ApprovalRejected
+                error: type[ApprovalRejected | ApprovalExpired] = (
+                    ApprovalExpired
+                    if decision.expired
+                    else ApprovalSuperseded
+                    if decision.superseded
+                    else ApprovalRejected
+                )
                 raise error(
                     f"the plan for {settings.environment} was {_verb(decision)}: nothing was "
                     f"applied ({decision.line()})",
@@ -167,8 +179,17 @@ def _build_plan(
         except (MigrationError, TransientDatabaseError) as exc:
             why = ctx.redactor(describe(exc))
             return Walk(walk.outcomes, failed=f"{planner.name}: {why} (planning)")
+    settings = ctx.settings
     return DeployPlan(
-        ctx.settings.environment, ctx.settings.target_label, plans, migrations, round_, why_again
+        settings.environment,
+        settings.target_label,
+        plans,
+        migrations,
+        round_,
+        why_again,
+        commit=ctx.commit,
+        unprotect=tuple(settings.lowered_protection()),
+        unprotect_reason=settings.approval.unprotect or "",
     )
 
 
@@ -225,10 +246,4 @@ def _unapplied(node: str, decision: Decision) -> StackOutcome:
 
 
 def _verb(decision: Decision) -> str:
-    return (
-        "approved"
-        if decision.approved
-        else "not decided in time"
-        if decision.expired
-        else "rejected"
-    )
+    return "not decided in time" if decision.expired else decision.word

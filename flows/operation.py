@@ -29,11 +29,11 @@ from flows.summary import (
 from flows.walk import announce_phase, build_context, steps_of, walk_graph
 from stackflow.engine import Operation
 from stackflow.errors import StackflowError, StepRefused
-from stackflow.gitops.git import project_commit
+from stackflow.gitops.git import check_exact_commit, project_commit
 from stackflow.progress import NodeState
 from stackflow.records.environments import (
-    check_cloud,
     forget,
+    guard_environment,
     record_attempt,
     record_outcome,
     records_of,
@@ -92,10 +92,14 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     settings = settings or run_settings(request)
     settings.state.check()  # this machine's state folder: usable, or named with what to do
     op = request.operation
+    records = records_of(settings)
+    settings = guard_environment(
+        settings, records
+    )  # the cloud, and the protection its last up recorded
     if op is Operation.DESTROY:
         settings.confirm_destroy(request.confirm)
-    records = records_of(settings)
-    check_cloud(settings, records)
+    if op is Operation.UP:
+        require_exact_commit(settings)
     serve_local_cloud(settings)  # before a skipped stack's downstream steps reach it
     ctx = build_context(settings, records=records)
     selected = ctx.graph.select(request.stacks)
@@ -193,6 +197,18 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()
         )
     return summary
+
+
+def require_exact_commit(settings: Settings) -> None:
+    """A protected environment (or one whose file sets `exact_commit`) deploys an exact commit:
+    a checkout with uncommitted edits is refused, naming them.
+
+    Raises:
+        UncommittedChanges: naming the changed files.
+    """
+    why = settings.exact_commit
+    if why:
+        check_exact_commit(settings.project_dir, settings.environment, why)
 
 
 def check_steps(ctx: RunContext, nodes: list[str]) -> None:

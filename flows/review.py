@@ -21,8 +21,8 @@ from stackflow.errors import StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git
 from stackflow.gitops.names import matching, review_environments
+from stackflow.records.environments import check_review_backend, records_of
 from stackflow.records.environments import read as read_environment
-from stackflow.records.environments import records_of
 from stackflow.settings import get_settings, project_git
 
 
@@ -66,11 +66,12 @@ def review_branches() -> dict[str, Any]:
             'no review environments: set review_branches (e.g. ["pr/*"]) and repository under '
             "[git] in stackflow.toml. Nothing was run."
         )
+    records = records_of(settings)
+    check_review_backend(records)  # before any branch's code could run with this backend
     git = Git(repository, token_of(team.credentials_block))
     heads = git.branches()
     wanted = {b: heads[b] for b in matching(heads, patterns)}
     chosen, clashes = review_environments(wanted)
-    records = records_of(settings)
     failed: dict[str, str] = {}
     for line in clashes:
         logger.error("%s", line)

@@ -53,6 +53,13 @@ class ApprovalRejected(RunStopped):
     state_name = "Rejected"
 
 
+class ApprovalSuperseded(ApprovalRejected):
+    """A newer commit of the branch took the plan's place (its sync rejected it): nothing was
+    applied."""
+
+    state_name = "Superseded"
+
+
 class ApprovalExpired(RunStopped):
     """Nobody approved or rejected the plan in time: nothing was applied."""
 

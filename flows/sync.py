@@ -5,12 +5,15 @@ is gone.
 A sync asks the remote for the branch's commit (`git ls-remote`: no clone, no engine call). When
 that commit is not deployed yet (see `stackflow.gitops.sync` for the whole rule: up to date,
 back-off after a failure, held after a rejection, reconciling while a run carries it), it exports
-the commit's files, checks that the commit locks the dependencies this worker runs, and runs that
+the commit's files (refusing, by name, one that holds links out of it, submodules, too much or not
+the files a run needs), makes the checks no commit may skip in this worker's own code
+(`flows.handoff`: scope, locked dependencies, its environment file, protection), and runs that
 commit's own `up` (its code, programs, environment file and migrations) with this worker's
 interpreter: `python <checkout>/flows/run.py up --env <env> --approve-in-ui --json`, a flow run of
 its own in Prefect (tagged gitops and commit:<id>), through the same graph, gate and approvals.
 A newer commit supersedes an older one still running (cancelled) or waiting for approval
-(rejected), so a run never deploys a commit that is no longer the branch's.
+(rejected as superseded), so a run never deploys a commit that is no longer the branch's. A run
+that exits 0 without the summary the worker expects is recorded as failed, never as deployed.
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
 from flows.events import emit_environment_event
+from flows.handoff import REQUIRED_FILES, Handoff, check_handoff, verify_summary
 from flows.summary import current_flow_run_id, flow_run_going
 from stackflow import exits
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError, export_commit, masked_repository
-from stackflow.gitops.locked import LockedDependenciesDiffer, check_locked
 from stackflow.records.environments import read as read_environment
 from stackflow.records.environments import records_of
 from stackflow.settings import Settings, get_settings
@@ -100,7 +103,7 @@ def supersede(environment: str, head: str) -> list[str]:
     )
     from prefect.client.schemas.objects import State, StateType
 
-    from flows.approval import answer
+    from flows.approval import supersede_plan
 
     done: list[str] = []
     going = [StateType.PENDING, StateType.RUNNING, StateType.PAUSED, StateType.SCHEDULED]
@@ -117,7 +120,7 @@ def supersede(environment: str, head: str) -> list[str]:
             older = next((t[7:] for t in run.tags or [] if t.startswith("commit:")), "?")
             why = f"superseded by commit {head[:12]}"
             if run.state is not None and run.state.is_paused():
-                answer(str(run.id), False, why, timeout_s=10)
+                supersede_plan(str(run.id), head, why, timeout_s=10)
                 done.append(f"rejected the plan of {older} waiting for approval ({why})")
             else:
                 client.set_flow_run_state(
@@ -198,6 +201,8 @@ def _result_of(code: int, summary: dict[str, Any]) -> tuple[sync.Result, str]:
     decisions = [a.get("decision") for a in summary.get("approvals") or []]
     if code == exits.REJECTED and decisions and decisions[-1] == "expired":
         return sync.Result.EXPIRED, why
+    if code == exits.REJECTED and decisions and decisions[-1] == "superseded":
+        return sync.Result.SUPERSEDED, why
     if code == exits.REJECTED:
         return sync.Result.REJECTED, why
     if code == exits.USAGE:
@@ -259,21 +264,34 @@ def sync_commit(
         for line in supersede(env, head):
             logger.warning("%s: %s", env, line)
     logger.info("%s: deploying commit %s of %s", env, head[:12], branch)
+    handoff = Handoff(settings, records, settings.state.checkout(head), head)
     try:
-        checkout = export_commit(
-            git, settings.state.git_mirrors, head, settings.state.checkout(head)
+        handoff.checkout = export_commit(
+            git,
+            settings.state.git_mirrors,
+            head,
+            handoff.checkout,
+            required=REQUIRED_FILES,
+            max_files=settings.git.max_export_files,
+            max_bytes=settings.git.max_export_mb * 2**20,
         )
-        check_locked(checkout, settings.project_dir, head)
-    except LockedDependenciesDiffer as exc:
+        check_handoff(handoff)  # the worker's own checks, before the commit's code runs
+    except SettingsError as exc:  # CommitRefused, locks, its file, protection, scope
         sync.finish(records, env, head, sync.Result.REFUSED, str(exc), settings.git.interval_s)
         _report(settings, outcome | {"result": sync.Result.REFUSED.value, "message": str(exc)})
         raise SyncFailed(f"{env}: {exc}") from None
-    except GitError as exc:
-        sync.finish(records, env, head, sync.Result.FAILED, str(exc), settings.git.interval_s)
-        raise SyncFailed(f"{env}: commit {head[:12]} could not be fetched: {exc}") from None
+    except (GitError, OSError) as exc:
+        why = f"commit {head[:12]} could not be fetched or exported: {exc}"
+        sync.finish(records, env, head, sync.Result.FAILED, why, settings.git.interval_s)
+        raise SyncFailed(f"{env}: {why}") from None
+    checkout = handoff.checkout
     started = time.monotonic()
     code, summary = run_commit(settings, checkout, head)
     result, message = _result_of(code, summary)
+    if result is sync.Result.SUCCEEDED:
+        short = verify_summary(handoff, code, summary)
+        if short:  # never "deployed" on the commit's word alone
+            result, message = sync.Result.FAILED, f"its run exited 0, but {short}"
     ran = {"deploy_run": summary.get("ui_url"), "duration_s": round(time.monotonic() - started, 1)}
     saved = sync.finish(records, env, head, result, message, settings.git.interval_s, ran)
     _prune_checkouts(settings, checkout)

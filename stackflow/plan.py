@@ -112,13 +112,27 @@ class DeployPlan:
     migrations: MigrationPlanReport | None = None  # None: the run does not migrate
     round: int = 1  # 2 and up: asked again after something changed
     why_again: str = ""
+    commit: str | None = None  # the commit this plan deploys: what an approval covers too
+    unprotect: tuple[str, ...] = ()  # what the file lowers of the recorded protection
+    unprotect_reason: str = ""
 
     @property
     def empty(self) -> bool:
-        """Nothing to change and nothing to migrate: no approval is needed."""
-        return not any(s.changes.changed for s in self.stacks) and not (
-            self.migrations and self.migrations.pending
+        """Nothing to change, nothing to migrate and no protection lowered: no approval is
+        needed."""
+        return (
+            not any(s.changes.changed for s in self.stacks)
+            and not (self.migrations and self.migrations.pending)
+            and not self.unprotect
         )
+
+    def protection_lines(self) -> list[str]:
+        """The commit, and what the file lowers of the environment's protection (with why)."""
+        out = [f"commit: {self.commit or 'none (the project is not a git checkout)'}"]
+        if self.unprotect:
+            why = f" (why: {self.unprotect_reason})" if self.unprotect_reason else ""
+            out.append(f"protection lowered: {'; '.join(self.unprotect)}{why}")
+        return out
 
     @property
     def pinned(self) -> dict[str, str]:
@@ -137,7 +151,7 @@ class DeployPlan:
             if self.target == "local cloud"
             else self.target
         )
-        out = [f"plan for {self.environment}  [{where}]"]
+        out = [f"plan for {self.environment}  [{where}]", *self.protection_lines()]
         if self.why_again:
             out.append(f"asked again (round {self.round}): {self.why_again}")
         for s in self.stacks:
@@ -163,6 +177,7 @@ class DeployPlan:
             parts.append(
                 "On the **local cloud** (moto's AWS APIs on loopback): nothing is deployed to AWS.\n"
             )
+        parts += [f"**{markdown_cell(line)}**\n" for line in self.protection_lines()]
         if self.why_again:
             parts.append(f"**Asked again (round {self.round}):** {markdown_cell(self.why_again)}\n")
         parts.append(

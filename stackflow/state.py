@@ -54,7 +54,15 @@ class StateLayout:
         return self.root / "workspaces"
 
     def workspace(self, cloud: str, pulumi_project: str, environment: str) -> Path:
-        """A stack's LocalWorkspace folder (per cloud: the config salts are per backend)."""
+        """A stack's LocalWorkspace folder (per cloud: the config salts are per backend).
+
+        Raises:
+            NameRefused: a project or stack name that is not one plain path part ('..').
+        """
+        from stackflow.config.names import validate_project_name, validate_stack_name
+
+        validate_project_name(pulumi_project, "Pulumi project name")
+        validate_stack_name(environment, "stack name")
         return self.workspaces / cloud / pulumi_project / environment
 
     def file_backend(self, cloud: str) -> Path:

@@ -22,6 +22,29 @@ RUN_PY = ROOT / "flows" / "run.py"
 STACKS = ("networking", "database", "app")
 
 
+def git(cwd: Path, *args: str, given: str | None = None) -> str:
+    """A git command run as a test's user (a fixed author, no config of this machine's); its
+    output. Fails the test, quoting git, when git fails."""
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=given,
+        check=False,
+        env={
+            "GIT_AUTHOR_NAME": "test",
+            "GIT_AUTHOR_EMAIL": "test@example.invalid",
+            "GIT_COMMITTER_NAME": "test",
+            "GIT_COMMITTER_EMAIL": "test@example.invalid",
+            "HOME": str(cwd),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
 def unique(prefix: str) -> str:
     """An environment name of this test's own (<= 20 characters, DNS-safe), e.g. dev-1a2b3c.
 

@@ -88,6 +88,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(line + ")")
         if e.damaged:
             print(f"  {e.damaged}")
+        attempt = follows.get("attempted") or {}
+        if attempt.get("result") in ("refused", "failed") and attempt.get("commit"):
+            # a commit that never deployed says why, by name, where people look
+            print(
+                f"  commit {str(attempt['commit'])[:12]} {attempt['result']}: "
+                f"{attempt.get('message') or '-'}"
+            )
         for s in e.stacks:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.at)) if s.at else "-"
             print(

@@ -36,7 +36,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Deploy; the exit code of how the run ended."""
-    return run_flow_command(args, settings, "deploy", _no_one_to_ask, force=args.force)
+    return run_flow_command(args, settings, "deploy", _refused, force=args.force)
+
+
+def _refused(args: argparse.Namespace, settings: Settings) -> None:
+    """What the flow refuses too, said before any server starts: a protected environment from a
+    checkout with edits (it deploys an exact commit), or with no one to approve its plan.
+
+    Raises:
+        UncommittedChanges: naming the changed files.
+        Refused: see `_no_one_to_ask`.
+    """
+    if settings.exact_commit:
+        from stackflow.gitops.git import check_exact_commit
+
+        check_exact_commit(settings.project_dir, settings.environment, settings.exact_commit)
+    _no_one_to_ask(args, settings)
 
 
 def _no_one_to_ask(args: argparse.Namespace, settings: Settings) -> None:

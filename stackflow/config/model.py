@@ -7,11 +7,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from stackflow import PROJECT_ROOT
 from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
+from stackflow.config.protection import Protection, check_unprotect
 from stackflow.config.sections import (
     ApprovalSettings,
     AppSettings,
@@ -156,6 +165,8 @@ class Settings(BaseModel):
     git: GitSettings = Field(default_factory=GitSettings)
 
     source: SettingsSource = Field(default_factory=SettingsSource, exclude=True, repr=False)
+    # what the last successful `up` recorded: the gate follows the stronger of it and the file
+    _recorded_protection: Protection | None = PrivateAttr(None)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -236,8 +247,54 @@ class Settings(BaseModel):
 
     @property
     def protected(self) -> bool:
-        """The one answer to "is this environment protected?" (its kind: prod)."""
-        return self.profile.protected
+        """The one answer to "is this environment protected?" (its kind: prod; or the
+        protection its last successful `up` recorded)."""
+        recorded = self._recorded_protection
+        return self.profile.protected or (recorded is not None and recorded.confirm_destroy)
+
+    @property
+    def file_protection(self) -> Protection:
+        """The protection the environment's file gives (kind, approval, deletion protection)."""
+        approval = (
+            self.profile.protected if self.approval.required is None else self.approval.required
+        )
+        return Protection(
+            self.environment_kind.value, approval, self.deletion_protection, self.profile.protected
+        )
+
+    def with_recorded_protection(self, recorded: Protection | None) -> Settings:
+        """These settings, guarded by the stronger of the file's and the `recorded` protection.
+
+        Raises:
+            ProtectionLowered: a prod or prod-* environment's file lowers its protection without
+                `[approval] unprotect` (see `stackflow.config.protection`).
+        """
+        self.lowered_protection(recorded)
+        copy = self.model_copy()
+        copy._recorded_protection = recorded
+        return copy
+
+    def lowered_protection(self, recorded: Protection | None = None) -> list[str]:
+        """What the file lowers against the recorded protection (and prod's, for prod names).
+
+        Raises:
+            ProtectionLowered: lowered for a prod or prod-* name without a reason.
+        """
+        return check_unprotect(
+            self.environment,
+            self.file_protection,
+            recorded if recorded is not None else self._recorded_protection,
+            self.approval.unprotect,
+            self.source.environment_file or f"environments/{self.environment}.toml",
+        )
+
+    @property
+    def exact_commit(self) -> str | None:
+        """Why runs of this environment must deploy an exact commit (a checkout with edits is
+        refused), or None when they need not."""
+        if self.protected or self.approval_required:  # always: its file cannot opt out
+            return "protected"
+        return "set to exact_commit" if self.approval.exact_commit else None
 
     def confirm_destroy(self, confirmed: bool) -> None:
         """Refuse to destroy a protected (prod) environment unless `confirmed`.
@@ -258,7 +315,8 @@ class Settings(BaseModel):
         Raises:
             DeletionProtected: naming the environment, the setting and how to lift it.
         """
-        if not self.deletion_protection:
+        recorded = self._recorded_protection
+        if not self.deletion_protection and not (recorded and recorded.deletion_protection):
             return
         raise DeletionProtected(
             f"the database of {self.environment!r} has RDS deletion protection on (its "
@@ -271,10 +329,10 @@ class Settings(BaseModel):
 
     @property
     def approval_required(self) -> bool:
-        """Whether `up` waits for approval of its plan ([approval] required, else the kind)."""
-        if self.approval.required is not None:
-            return self.approval.required
-        return self.protected
+        """Whether `up` waits for approval of its plan ([approval] required, else the kind; on
+        while the protection its last successful `up` recorded asks for it)."""
+        recorded = self._recorded_protection
+        return self.file_protection.approval or (recorded is not None and recorded.approval)
 
     @property
     def resolved_backend_url(self) -> str:

@@ -246,6 +246,18 @@ class ApprovalSettings(Section):
         description="How long a run waits for a decision before it ends, nothing applied "
         "(seconds, 10 s to 7 days).",
     )
+    unprotect: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="Why a prod or prod-* environment's protection (its kind, approval, "
+        "deletion protection) is lowered: required to lower it, shown in the plan and recorded.",
+    )
+    exact_commit: bool = Field(
+        False,
+        description="Runs deploy an exact commit: a checkout with uncommitted edits is refused, "
+        "naming the files. Always on for protected environments.",
+    )
 
 
 class LocalCloudSettings(Section):
@@ -300,6 +312,19 @@ class GitSettings(Section):
         default_factory=list,
         description="Branch patterns (fnmatch, e.g. pr/*) that get a review environment each: "
         "pr/<n> becomes pr-<n>, other names eph-<name>. Empty: no review environments.",
+    )
+    max_export_mb: int = Field(
+        200,
+        ge=1,
+        le=10_240,
+        description="Largest commit a worker exports, in MiB (its files' sizes, measured before "
+        "the export); a larger one is refused by name.",
+    )
+    max_export_files: int = Field(
+        20_000,
+        ge=10,
+        le=1_000_000,
+        description="Most files a commit a worker exports may hold; more is refused by name.",
     )
     credentials_block: str | None = Field(
         None,

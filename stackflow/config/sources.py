@@ -76,11 +76,15 @@ HOMES: dict[Key, frozenset[str]] = {
     ("migrations", "tls_ca"): _M,
     ("approval", "required"): _E,
     ("approval", "timeout_s"): _E,
+    ("approval", "unprotect"): _E,
+    ("approval", "exact_commit"): _E,
     ("git", "repository"): _P | _E,
     ("git", "branch"): _E,
     ("git", "interval_s"): _P | _E,
     ("git", "review_branches"): _P,
     ("git", "credentials_block"): _P,
+    ("git", "max_export_mb"): _PM,
+    ("git", "max_export_files"): _PM,
     ("localcloud", "port"): _M,
     ("localcloud", "dir"): _M,
 }
@@ -195,11 +199,46 @@ def read_file(path: Path, home: str, shown: str) -> Layer:
     return layer
 
 
+class LinkRefused(SettingsError):
+    """A settings file that is a link leaving the project, or an absolute one."""
+
+
+def check_inside(project_dir: Path, path: Path, shown: str) -> Path:
+    """`path`, when it is the project's own: not a link that is absolute or leaves the project
+    (a file of the repository decides what deploys, never one elsewhere on the worker).
+
+    Raises:
+        LinkRefused: naming the file and where it points.
+    """
+    if path.is_symlink():
+        target = os.readlink(path)
+        if os.path.isabs(target):
+            raise LinkRefused(
+                f"{shown} is a link to an absolute path ({target}): settings files are the "
+                "project's own; replace the link with the file. Nothing was changed."
+            )
+    try:
+        inside = path.resolve().is_relative_to(project_dir.resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        inside = False
+    if not inside:
+        raise LinkRefused(
+            f"{shown} leads outside the project ({project_dir}) through a link: settings files "
+            "are the project's own; replace the link with the file. Nothing was changed."
+        )
+    return path
+
+
 def project_layer(project_dir: Path) -> tuple[Layer, Path | None]:
-    """The project file's settings ({} when the project has no stackflow.toml)."""
+    """The project file's settings ({} when the project has no stackflow.toml).
+
+    Raises:
+        SettingsError: the file is not accepted; LinkRefused: it is a link leaving the project.
+    """
     path = project_dir / PROJECT_FILE
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return Layer(), None
+    check_inside(project_dir, path, PROJECT_FILE)
     return read_file(path, PROJECT, PROJECT_FILE), path
 
 
@@ -222,14 +261,16 @@ def environment_file(project_dir: Path, name: str) -> tuple[Path, bool]:
 
     Raises:
         UnknownEnvironment: naming the environment, the file to add and what is declared.
+        LinkRefused: the file is a link that is absolute or leaves the project.
     """
     folder = project_dir / ENVIRONMENTS_DIR
     declared = folder / f"{name}.toml"
-    if declared.is_file():
-        return declared, False
+    if declared.is_file() or declared.is_symlink():
+        return check_inside(project_dir, declared, f"{ENVIRONMENTS_DIR}/{name}.toml"), False
     template = folder / TEMPLATES_DIR / f"{kind_of(name).value}.toml"
-    if template.is_file():
-        return template, True
+    if template.is_file() or template.is_symlink():
+        shown = f"{ENVIRONMENTS_DIR}/{TEMPLATES_DIR}/{template.name}"
+        return check_inside(project_dir, template, shown), True
     known = ", ".join(declared_environments(project_dir)) or "none"
     kinds = sorted(p.stem for p in (folder / TEMPLATES_DIR).glob("*.toml"))
     forms = {"ephemeral": f"ephemeral names ({EPHEMERAL_FORMS})"}

@@ -13,14 +13,23 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import subprocess
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackflow.errors import StackflowError
+from stackflow.errors import SettingsError, StackflowError
+from stackflow.gitops.tree import (
+    MAX_EXPORT_BYTES,
+    MAX_EXPORT_FILES,
+    CommitRefused,
+    Entry,
+    check_exported,
+    check_required,
+    check_tree,
+    parse_tree,
+)
 from stackflow.processes import clean_environment, folder_lock
 from stackflow.redact import Redactor
 
@@ -35,6 +44,10 @@ class GitError(StackflowError):
 
 class BranchNotFound(GitError, LookupError):
     """The remote has no such branch."""
+
+
+class UncommittedChanges(SettingsError):
+    """A run that must deploy an exact commit was started from a checkout with edits."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +83,10 @@ class Git:
             }
         return clean_environment(extra)
 
-    def run(self, args: Sequence[str], cwd: Path | None = None, what: str = "") -> bytes:
-        """Run one git command; its standard output.
+    def run(
+        self, args: Sequence[str], cwd: Path | None = None, what: str = "", given: bytes = b""
+    ) -> bytes:
+        """Run one git command (`given` on its standard input); its standard output.
 
         Raises:
             GitError: git failed or took longer than GIT_TIMEOUT_S; names what it was doing.
@@ -81,7 +96,7 @@ class Git:
                 ["git", *args],
                 cwd=cwd,
                 env=self._environment(),
-                stdin=subprocess.DEVNULL,
+                input=given,
                 capture_output=True,
                 timeout=GIT_TIMEOUT_S,
                 check=False,
@@ -127,14 +142,26 @@ def mirror_folder(mirrors: Path, repository: str) -> Path:
     return mirrors / (hashlib.sha256(repository.encode()).hexdigest()[:16] + ".git")
 
 
-def export_commit(git: Git, mirrors: Path, commit: str, dest: Path) -> Path:
+def export_commit(
+    git: Git,
+    mirrors: Path,
+    commit: str,
+    dest: Path,
+    *,
+    required: Sequence[str] = (),
+    max_files: int = MAX_EXPORT_FILES,
+    max_bytes: int = MAX_EXPORT_BYTES,
+) -> Path:
     """The files of `commit` in `dest` (made once per commit; kept as the cache of that commit).
 
     The commit is fetched into this machine's bare mirror of the repository (only what is
-    missing), then exported with `git archive`: a plain folder, no .git, nothing of the worker's
-    own checkout.
+    missing), its tree is listed and checked (`stackflow.gitops.tree`: no submodule, no link
+    that is absolute or leaves it, not too large, the `required` files present), then it is
+    exported with `git archive` into a file and unpacked: a plain folder, no .git, nothing of the
+    worker's own checkout.
 
     Raises:
+        CommitRefused: the commit holds what a worker does not export (named); nothing was made.
         GitError: the commit cannot be fetched (gone from the remote, or the remote is down).
     """
     if len(commit) != _SHA_LEN or any(c not in "0123456789abcdef" for c in commit):
@@ -144,6 +171,10 @@ def export_commit(git: Git, mirrors: Path, commit: str, dest: Path) -> Path:
         return dest
     mirror = mirror_folder(mirrors, git.repository)
     mirrors.mkdir(parents=True, exist_ok=True)
+    staging = dest.with_name(dest.name + ".partial")
+    archive = dest.with_name(dest.name + ".tar")
+    for path in (staging, archive):
+        _remove(path)
     with folder_lock(mirrors, f".{mirror.name}.lock"):  # one fetch per repository at a time
         if not (mirror / "HEAD").is_file():
             git.run(["init", "--bare", "--quiet", str(mirror)], what="make a mirror for")
@@ -158,13 +189,31 @@ def export_commit(git: Git, mirrors: Path, commit: str, dest: Path) -> Path:
                 ["-C", str(mirror), "fetch", "--quiet", "--no-tags", "--", git.repository, commit],
                 what=f"fetch commit {commit[:12]} of",
             )
-        archive = git.run(["-C", str(mirror), "archive", "--format=tar", commit], what="export")
-    staging = dest.with_name(dest.name + ".partial")
-    if staging.exists():
+        entries = parse_tree(
+            git.run(["-C", str(mirror), "ls-tree", "-r", "-l", "-z", commit], what="list")
+        )
+        check_tree(commit, entries, _link_targets(git, mirror, entries), max_files, max_bytes)
+        check_required(commit, entries, required)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        git.run(
+            ["-C", str(mirror), "archive", "--format=tar", "-o", str(archive), commit],
+            what="export",
+        )
+    try:
+        staging.mkdir(parents=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data")  # no links out, no devices, no absolute paths
+        check_exported(commit, staging)
+    except tarfile.TarError as exc:
         _remove(staging)
-    staging.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(staging, filter="data")  # no links out, no devices, no absolute paths
+        raise CommitRefused(
+            f"commit {commit[:12]} is refused: its files cannot be unpacked here ({exc}). Nothing was run."
+        ) from None
+    except CommitRefused:
+        _remove(staging)
+        raise
+    finally:
+        _remove(archive)
     (staging / EXPORTED).write_text(commit + "\n")
     if dest.exists():
         _remove(dest)
@@ -172,10 +221,33 @@ def export_commit(git: Git, mirrors: Path, commit: str, dest: Path) -> Path:
     return dest
 
 
+def _link_targets(git: Git, mirror: Path, entries: list[Entry]) -> dict[str, str]:
+    """path -> target of each symbolic link in `entries` (one `git cat-file --batch`)."""
+    links = [e for e in entries if e.is_link]
+    if not links:
+        return {}
+    out = git.run(
+        ["-C", str(mirror), "cat-file", "--batch"],
+        what="read links of",
+        given="".join(f"{e.object_id}\n" for e in links).encode(),
+    )
+    targets, at = {}, 0
+    for entry in links:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        start = header_end + 1
+        targets[entry.path] = out[start : start + size].decode(errors="replace")
+        at = start + size + 1  # the content, then a newline
+    return targets
+
+
 def _remove(path: Path) -> None:
     import shutil
 
-    shutil.rmtree(path, ignore_errors=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def masked_repository(repository: str) -> str:
@@ -185,31 +257,74 @@ def masked_repository(repository: str) -> str:
     return mask_url(repository) if "://" in repository else repository
 
 
+def _local(project_dir: Path, *args: str) -> bytes | None:
+    """What git says of the checkout at `project_dir` (read-only: no lock taken), or None when
+    it is not a checkout or git fails."""
+    env = clean_environment({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=project_dir,
+            capture_output=True,
+            env=env,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 def project_commit(project_dir: Path) -> str | None:
     """The commit the project at `project_dir` is: the one a sync exported there, else its git
     checkout's HEAD, with "-dirty" when tracked files differ from it; None outside git."""
     marker = project_dir / EXPORTED
     if marker.is_file():
         return marker.read_text().strip() or None
-    env = clean_environment({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(project_dir), "rev-parse", "--verify", "-q", "HEAD"],
-            capture_output=True,
-            env=env,
-            timeout=10,
-            check=False,
-        )
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(
-            ["git", "-C", str(project_dir), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            env=env,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    head = _local(project_dir, "rev-parse", "--verify", "-q", "HEAD")
+    sha = head.decode().strip() if head else ""
+    if not sha:
         return None
-    sha = head.stdout.decode().strip()
-    return sha + ("-dirty" if dirty.stdout.strip() else "") if sha else None
+    dirty = _local(project_dir, "status", "--porcelain", "--untracked-files=no")
+    return sha + ("-dirty" if dirty and dirty.strip() else "")
+
+
+def changed_files(project_dir: Path) -> list[str] | None:
+    """The project's files that differ from its checkout's HEAD: edited, staged, deleted or new
+    (ignored files aside); None outside git, or for a folder a sync exported (an exact commit)."""
+    if (project_dir / EXPORTED).is_file():
+        return []
+    out = _local(project_dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+    if out is None:
+        return None
+    found, skip = [], False
+    for record in out.split(b"\0"):
+        if skip:  # a rename's second path (its origin)
+            skip = False
+            continue
+        if len(record) > 3:
+            found.append(record[3:].decode(errors="replace"))
+            skip = record[:1] in (b"R", b"C")
+    return sorted(found)
+
+
+def check_exact_commit(project_dir: Path, environment: str, why: str) -> None:
+    """Refuse to run `environment` from a checkout with uncommitted edits (naming them).
+
+    Args:
+        why: why it must be an exact commit ("a protected environment").
+
+    Raises:
+        UncommittedChanges: naming up to ten changed files and what to do.
+    """
+    changed = changed_files(project_dir)
+    if not changed:
+        return
+    shown = ", ".join(changed[:10]) + (
+        f" and {len(changed) - 10} more" if len(changed) > 10 else ""
+    )
+    raise UncommittedChanges(
+        f"{environment} is {why}: it deploys an exact commit, and this checkout ({project_dir}) "
+        f"has uncommitted changes: {shown}. Commit them (or stash them) and run again; nothing "
+        "was changed."
+    )

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from stackflow import __version__
+from stackflow.config.protection import Protection
 from stackflow.errors import SettingsError
 from stackflow.records import DamagedRecord, Records, open_records, update
 from stackflow.records.projects import project_records
@@ -98,19 +99,57 @@ def record_attempt(records: Records, settings: Settings) -> bool:
 
 
 def record_outcome(records: Records, settings: Settings, succeeded: bool) -> None:
-    """After an `up`: deployed (with its time) or failed."""
+    """After an `up`: deployed (with its time) or failed. A successful one also records the
+    protection the file gave (the next runs follow the stronger of it and their file), with the
+    reason when it lowered what was recorded before."""
     now = time.time()
-    _update(
-        records,
-        settings.environment,
-        lambda r: replace(
+
+    def change(r: EnvironmentRecord) -> EnvironmentRecord:
+        extra = dict(r.extra)
+        if succeeded:
+            before = Protection.from_dict(extra.get("protection"))
+            given = settings.file_protection
+            extra["protection"] = given.as_dict()
+            lowered = given.lowered_from(before)
+            if lowered:
+                extra["unprotected"] = {
+                    "at": now,
+                    "lowered": lowered,
+                    "reason": settings.approval.unprotect or "",
+                }
+        return replace(
             r,
             status="deployed" if succeeded else "failed",
             deployed=now if succeeded else r.deployed,
             stackflow=__version__,
-        ),
-        _new(settings),
-    )
+            extra=extra,
+        )
+
+    _update(records, settings.environment, change, _new(settings))
+
+
+def recorded_protection(records: Records, name: str) -> Protection | None:
+    """The protection the environment's last successful `up` recorded (None: never deployed)."""
+    record = read(records, name)
+    return None if record is None else Protection.from_dict(record.extra.get("protection"))
+
+
+def guard_environment(settings: Settings, records: Records | None = None) -> Settings:
+    """The checks every run of an environment makes before anything starts, and its settings
+    guarded by the protection its last successful `up` recorded.
+
+    Raises:
+        CloudMismatch: deployed on the other cloud.
+        SharedBackend: a protected environment on a backend review branches deploy to.
+        ProtectionLowered: a prod or prod-* environment's file lowers its protection without
+            `[approval] unprotect` (nothing is changed).
+    """
+    store = records or records_of(settings)
+    check_cloud(settings, store)
+    guarded = settings.with_recorded_protection(recorded_protection(store, settings.environment))
+    if guarded.protected:
+        check_protected_backend(store, settings.environment)
+    return guarded
 
 
 def forget(records: Records, name: str) -> None:
@@ -167,3 +206,58 @@ def check_cloud(settings: Settings, records: Records | None = None) -> None:
         f'cloud = "{deployed_on}" in {file} (destroy it there first to move it), or use '
         "another environment name. Nothing was changed."
     )
+
+
+class SharedBackend(SettingsError):
+    """Review branches' runs and protected environments were found on one backend."""
+
+
+_TRUST_DOC = "docs/operations/trust-model.md"
+
+
+def _guarded(record: EnvironmentRecord) -> bool:
+    """Prod's state: its kind, or the protection its last up recorded, says so."""
+    recorded = Protection.from_dict(record.extra.get("protection"))
+    prod = EnvironmentKind.PROD.value
+    return record.kind == prod or bool(
+        recorded and (recorded.kind == prod or recorded.confirm_destroy)
+    )
+
+
+def check_review_backend(records: Records) -> None:
+    """Refuse to run review branches' code on a backend that holds a protected environment: that
+    code runs with what the worker holds (this backend, its passphrase, its credentials).
+
+    Raises:
+        SharedBackend: naming the protected environments and where the records are.
+    """
+    protected = sorted(r.name for r in list_environments(records) if _guarded(r))
+    if protected:
+        raise SharedBackend(
+            f"review branches run their own code with what this worker holds, and its backend "
+            f"({records.where}) holds protected environment(s) {', '.join(protected)}: run "
+            f"review, ephemeral and cleanup runs on a worker of their own with a backend of "
+            f"their own ({_TRUST_DOC}). Nothing was run."
+        )
+
+
+def check_protected_backend(records: Records, environment: str) -> None:
+    """Refuse to deploy a protected environment on a backend review branches deploy to.
+
+    Raises:
+        SharedBackend: naming the review environments and where the records are.
+    """
+    from stackflow.gitops.sync import PREFIX as SYNC_PREFIX
+
+    review = sorted(
+        key.removeprefix(SYNC_PREFIX)
+        for key in records.list(SYNC_PREFIX)
+        if (found := records.get(key)) is not None and found.value.get("review")
+    )
+    if review:
+        raise SharedBackend(
+            f"{environment} is protected, and its backend ({records.where}) also holds review "
+            f"environment(s) {', '.join(review[:5])}, whose branches' code runs with that "
+            f"backend's access: give review runs a worker and a backend of their own "
+            f"({_TRUST_DOC}). Nothing was changed."
+        )

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackflow.config.names import NameRefused, validate_project_name, validate_stack_name
 from stackflow.errors import SettingsError, echo
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
 DEFAULT_STACK = "dev"
-# Pulumi's own rules for project and stack names.
-_PROJECT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-_STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+# Pulumi's own rules for project and stack names, and never '.' or '..' (they become folders).
+_STACK_NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}$")
 
 
 class ProjectError(SettingsError):
@@ -63,12 +63,10 @@ class PulumiProject:
             ProjectError: a name Pulumi does not accept, or several stack files and none chosen.
         """
         if stack is not None:
-            if not _STACK_NAME.match(stack):
-                raise ProjectError(
-                    f"--stack {echo(stack)}: not a Pulumi stack name; accepted: letters, digits, "
-                    "'-', '_' and '.', at most 100. Nothing was changed."
-                )
-            return stack
+            try:
+                return validate_stack_name(stack, "--stack")
+            except NameRefused as exc:
+                raise ProjectError(f"{exc}. Nothing was changed.") from None
         found = self.stacks()
         if len(found) > 1:
             raise ProjectError(
@@ -127,12 +125,10 @@ def load_project(path: Path) -> PulumiProject:
     data = load_yaml(file)
     if not isinstance(data, Mapping):
         raise ProjectError(f"{file}: not a Pulumi project file (expected `name:` and `runtime:`)")
-    name = data.get("name")
-    if not isinstance(name, str) or not _PROJECT_NAME.match(name):
-        raise ProjectError(
-            f"{file}: name {echo(str(name)) if name is not None else 'is missing'}; accepted: "
-            "letters, digits, '-', '_' and '.', at most 100. Nothing was changed."
-        )
+    try:
+        name = validate_project_name(data.get("name"), f"{file}: name")
+    except NameRefused as exc:
+        raise ProjectError(f"{exc}. Nothing was changed.") from None
     _check_runtime(file, data.get("runtime"))
     program_dir, entry = _program(file, path, data.get("main"))
     config = data.get("config") or {}

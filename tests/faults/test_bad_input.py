@@ -55,8 +55,10 @@ URL_PASSWORD = "UrlPassword-c0ffee"
 FILE = rf"environments/{ENVIRONMENT}\.toml"  # how refusals name the environment's file
 # The environment's file as deployed: the cases are about other refusals, and without a terminal
 # prod's approval gate would refuse every `up` first (the "up-prod-without-terminal" cases lift
-# this line again).
-DEPLOYED: dict[str, Any] = {"approval": {"required": False}}
+# this line again). Lowering a prod environment's protection needs a reason in its file.
+DEPLOYED: dict[str, Any] = {
+    "approval": {"required": False, "unprotect": "the cases test other refusals"}
+}
 
 # Migration folders by name: file name -> text.
 # The project's first migration as the environment applied it (same checksum), for folders that

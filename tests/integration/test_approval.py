@@ -1,7 +1,10 @@
 """The approval gate of a protected environment, on the real Pulumi engine and the session's
 **local cloud** (moto on loopback, not AWS) with the environment's own MariaDB: one `prod-*`
 environment is deployed once for the module (approved with --yes), then each test plans a change
-and decides: at a terminal, from another thread as the UI's form would, or not at all."""
+and decides: at a terminal, from another thread as the UI's form would, or not at all.
+
+The project is a git checkout (a protected environment deploys an exact commit): each change of
+the environment's file is committed, as a team would before deploying prod."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from tests.realenv import (
     RUN_PY,
     cli,
     declare,
+    git,
     outputs,
     process_env,
     real_variables,
@@ -47,12 +51,18 @@ class Prod:
     first: subprocess.CompletedProcess[str]
     cloud: Any
 
+    @property
+    def project(self) -> Path:
+        return Path(self.variables["STACKFLOW_PROJECT_DIR"])
+
     def declare(self, **sections: Any) -> Path:
         """Rewrite the environment's own file: its migrations folder and these sections (what
-        every run of it deploys, from this process, the CLI or the UI)."""
-        return declare(
+        every run of it deploys, from this process, the CLI or the UI), and commit it."""
+        path = declare(
             self.variables, ENVIRONMENT, migrations={"dir": str(self.migrations)}, **sections
         )
+        commit_all(self.project, f"{ENVIRONMENT}: {sections}")
+        return path
 
     def service(self) -> dict[str, Any]:
         """The app's ECS service as the local cloud holds it."""
@@ -84,6 +94,13 @@ class Prod:
         return [r.version for r in schema_history(target) if r.success]
 
 
+def commit_all(project: Path, message: str) -> None:
+    if not (project / ".git").exists():
+        git(project, "init", "-q", "-b", "main")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "--allow-empty", "-m", message)
+
+
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_server: Any) -> Prod:
     """prod-* deployed once with `up --yes --json`: the plan is printed, approved at this command
@@ -94,6 +111,7 @@ def prod(tmp_path_factory: pytest.TempPathFactory, local_cloud: Any, prefect_ser
     (migrations / "V001__create_hello.sql").write_text("CREATE TABLE hello (id INT PRIMARY KEY);\n")
     variables = real_variables(base / "state", local_cloud, prefect_server)
     declare(variables, ENVIRONMENT, migrations={"dir": str(migrations)})
+    commit_all(Path(variables["STACKFLOW_PROJECT_DIR"]), "the project, prod declared")
     env = process_env(variables)
     first = cli(env, "up", "--env", ENVIRONMENT, "--yes", "--json")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -258,6 +276,8 @@ def test_a_run_with_nothing_to_change_asks_nobody(
     assert state.is_completed(), state
     summary = state.result()
     assert requests == [] and summary["approvals"] == [] and summary["engine_calls"] == []
+    # the run records the exact commit it deployed, never a "-dirty" checkout
+    assert summary["commit"] == git(prod.project, "rev-parse", "HEAD")
 
 
 def test_files_added_while_the_approval_waited_are_planned_and_asked_again(
@@ -339,3 +359,67 @@ def test_no_decision_in_time_ends_the_run_with_nothing_applied(
     summary = state.result(raise_on_failure=False)
     assert summary["approvals"][0]["decision"] == "expired"
     assert prod.service()["desiredCount"] == before
+
+
+def test_a_prod_up_from_a_checkout_with_edits_is_refused_naming_them(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local cloud: prod deploys an exact commit. From a checkout whose environment file is
+    edited and which holds a new file, `up --yes` and the deploy flow (as deploy/<env> runs it
+    for the UI) are refused, naming both files; nothing is changed."""
+    before = prod.service()["desiredCount"]
+    _in_process(prod, monkeypatch, app={"desired_count": before})
+    declare(  # edited, not committed
+        prod.variables,
+        ENVIRONMENT,
+        migrations={"dir": str(prod.migrations)},
+        app={"desired_count": before + 3},
+    )
+    (prod.project / "notes.txt").write_text("not committed\n")
+    try:
+        done = cli(prod.env, "up", "--env", ENVIRONMENT, "--yes", "--json")
+        assert done.returncode == exits.USAGE, done.stdout + done.stderr
+        named = f"uncommitted changes: environments/{ENVIRONMENT}.toml, notes.txt"
+        assert named in done.stderr and "Traceback" not in done.stderr, done.stderr
+        from flows.pipeline import deploy
+
+        state = deploy(environment=ENVIRONMENT, return_state=True)
+        assert state.is_failed() and named in str(state.message), state
+    finally:
+        git(prod.project, "checkout", "--", ".")
+        (prod.project / "notes.txt").unlink()
+    assert prod.service()["desiredCount"] == before
+
+
+def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
+    """Local cloud (runs last: it lowers the module's prod): a committed `kind = "dev"` in prod's
+    file makes `up --yes` and `destroy --yes` refuse, naming the file and `unprotect`; nothing
+    changes. Approval turned off with a reason: the run that lowers it is still gated (the
+    recorded protection), its plan says what is lowered and why, and once approved the record
+    keeps the reason; the next `up` no longer waits for anyone."""
+    from stackflow.records.environments import read, records_of
+    from tests.realenv import settings_for
+
+    deployed = prod.service()["desiredCount"]
+    prod.declare(kind="dev", app={"desired_count": deployed})
+    for command in ("up", "destroy"):
+        done = cli(prod.env, command, "--env", ENVIRONMENT, "--yes", "--json")
+        assert done.returncode == exits.USAGE, done.stdout + done.stderr
+        assert f"environments/{ENVIRONMENT}.toml lowers the protection" in done.stderr
+        assert "kind prod -> dev" in done.stderr and "unprotect" in done.stderr
+    assert prod.service()["desiredCount"] == deployed
+
+    why = "reviews approve every change before it merges"
+    prod.declare(app={"desired_count": deployed}, approval={"required": False, "unprotect": why})
+    gated = cli(prod.env, "up", "--env", ENVIRONMENT, "--json")  # no terminal to ask: refused
+    assert gated.returncode == exits.USAGE and "is a protected environment" in gated.stderr
+    done = cli(prod.env, "up", "--env", ENVIRONMENT, "--yes", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"protection lowered: approval of every up: on -> off (why: {why})" in done.stderr
+    assert [a["decision"] for a in json.loads(done.stdout)["approvals"]] == ["approved"]
+    record = read(records_of(settings_for(prod.variables, ENVIRONMENT)), ENVIRONMENT)
+    assert record is not None and record.extra["unprotected"]["reason"] == why
+    assert record.extra["protection"]["approval"] is False
+    again = cli(prod.env, "up", "--env", ENVIRONMENT, "--json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads(again.stdout)["approvals"] == []

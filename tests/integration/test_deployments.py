@@ -123,8 +123,11 @@ def test_prefect_yaml_is_accepted_by_prefect_deploys_own_model() -> None:
     known = set(DeploymentConfig.model_fields)
     for raw in data["deployments"]:
         assert set(raw) <= known, f"unknown keys in {raw['entrypoint']}: {set(raw) - known}"
+    review = {"branches", "ephemeral", "hourly"}  # review, ephemeral and cleanup runs
     for deployment in model.deployments:
-        assert deployment.work_pool is not None and deployment.work_pool.name == "stackflow"
+        assert deployment.work_pool is not None
+        wanted = "stackflow-review" if deployment.name in review else "stackflow"
+        assert deployment.work_pool.name == wanted, (deployment.name, deployment.work_pool.name)
     steps = data["pull"]
     assert [next(iter(s)) for s in steps] == ["prefect.deployments.steps.set_working_directory"]
 

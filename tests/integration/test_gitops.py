@@ -31,6 +31,7 @@ from tests.realenv import (
     STACKS,
     cli,
     declare,
+    git,
     outputs,
     process_env,
     real_variables,
@@ -39,26 +40,6 @@ from tests.realenv import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            "GIT_AUTHOR_NAME": "test",
-            "GIT_AUTHOR_EMAIL": "test@example.invalid",
-            "GIT_COMMITTER_NAME": "test",
-            "GIT_COMMITTER_EMAIL": "test@example.invalid",
-            "HOME": str(cwd),
-            "PATH": "/usr/bin:/bin",
-        },
-    )
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout.strip()
 
 
 @dataclass
@@ -266,6 +247,56 @@ def test_a_bad_commit_fails_backs_off_and_a_fixed_one_heals(worker: Repo) -> Non
     assert gitops_record(worker)["failures"] == 0
 
 
+def test_an_untrusted_commit_is_refused_by_name_and_nothing_runs(worker: Repo) -> None:
+    """Local cloud: a repository is untrusted input. A commit whose environment file is a link
+    to an absolute path, then one without constraints.txt: each sync ends Failed with a refusal
+    (never a crash), the record names the commit, the file and why, `status` shows it, and no
+    engine call was made."""
+    env, name = worker.environment, f"environments/{worker.environment}.toml"
+    text, lock = (worker.work / name).read_text(), (worker.work / "constraints.txt").read_text()
+    before = engine_updates(worker, env)
+    link = worker.work / name
+    link.unlink()
+    link.symlink_to("/nonexistent/stackflow-test/env.toml")  # a path nothing writes through
+    cases = [
+        (worker.commit("the environment file, a link to an absolute path", {}), name),
+        (None, "constraints.txt"),
+    ]
+    for head, named in cases:
+        if head is None:
+            link.unlink()
+            head = worker.commit("no lock file", {name: text, "constraints.txt": None})
+        state = sync(env)
+        assert state.is_failed() and "Traceback" not in str(state.message), state
+        attempted = gitops_record(worker)["attempted"]
+        assert attempted["commit"] == head and attempted["result"] == "refused", attempted
+        assert f"commit {head[:12]} is refused" in attempted["message"]
+        assert f"'{named}'" in attempted["message"], attempted["message"]
+    assert status(worker)[env]["gitops"]["attempted"]["result"] == "refused"
+    shown = cli(process_env(worker.variables), "status").stdout
+    assert f"commit {head[:12]} refused: commit {head[:12]} is refused" in shown, shown
+    assert engine_updates(worker, env) == before
+    worker.commit("the lock file back", {"constraints.txt": lock})
+
+
+def test_a_run_that_ends_without_its_summary_is_failed_never_deployed(worker: Repo) -> None:
+    """Local cloud: a commit whose own code reads the worker's passphrase and exits 0 without
+    deploying anything (no summary) is recorded as failed, naming why, never as deployed; the
+    environment's deployed commit stays the one before."""
+    deployed = gitops_record(worker)["succeeded"]["commit"]
+    silent = worker.commit(
+        "a run.py that deploys nothing",
+        {"flows/run.py": "import os\nos.environ.get('STACKFLOW_STATE_PASSPHRASE')\n"},
+    )
+    state = sync(worker.environment)
+    assert state.is_failed(), state
+    record = gitops_record(worker)
+    assert record["attempted"]["commit"] == silent and record["attempted"]["result"] == "failed"
+    assert "its run exited 0, but the run printed no summary" in record["attempted"]["message"]
+    assert record["succeeded"]["commit"] == deployed
+    worker.commit("run.py back", {"flows/run.py": (ROOT / "flows" / "run.py").read_text()})
+
+
 def _paused_run(commit: str, timeout: float = 240) -> Any:
     """The deploy run a sync started for `commit`, once it waits for approval."""
     from prefect.client.orchestration import get_client
@@ -321,7 +352,8 @@ def test_a_newer_commit_supersedes_one_waiting_for_approval(worker: Repo) -> Non
 
     with get_client(sync_client=True) as client:
         rejected = client.read_flow_run(stale.id).state
-    assert rejected is not None and rejected.name == "Rejected", rejected
+    # recorded as superseded by the sync, never as someone's rejection in the UI
+    assert rejected is not None and rejected.name == "Superseded", rejected
     assert f"superseded by commit {newer[:12]}" in (rejected.message or ""), rejected
     # one update of the app since: straight to 3 tasks
     assert engine_updates(worker, worker.environment)["app"] == app_updates + 1
@@ -391,3 +423,24 @@ def test_a_review_branch_gets_an_environment_that_goes_with_it(
     stacks = Path(worker.variables["STACKFLOW_STATE_DIR"]) / "pulumi-local" / ".pulumi" / "stacks"
     # Pulumi's own backups (.bak) of a removed stack stay; the stacks themselves are gone
     assert [p for p in stacks.glob(f"*/{name}.json*") if ".bak" not in p.name] == []
+
+
+def test_review_runs_refuse_a_backend_that_holds_a_protected_environment(
+    worker: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review workers' setup (docs/operations/trust-model.md): a review branch runs its own
+    code with what its worker holds, so review/branches refuses a backend that holds a protected
+    environment, naming it, before it asks the repository for a branch: no sync record, no run."""
+    from flows.review import review_branches
+    from stackflow.records.environments import record_attempt, records_of
+    from tests.realenv import settings_for
+
+    shared = {**worker.variables, "STACKFLOW_STATE_DIR": str(tmp_path / "state")}
+    monkeypatch.setenv("STACKFLOW_STATE_DIR", shared["STACKFLOW_STATE_DIR"])
+    prod = settings_for(shared, unique("prod"))
+    records = records_of(prod)
+    record_attempt(records, prod)  # prod's state is on this backend
+    state = review_branches(return_state=True)
+    assert state.is_failed(), state
+    assert f"holds protected environment(s) {prod.environment}" in str(state.message), state.message
+    assert records.list("gitops/") == []

@@ -118,7 +118,9 @@ def team(
         )
         specs = deployment_specs(list(environments.values()), project_dir=project)
         yaml_file = folder / "prefect.yaml"
-        yaml_file.write_text(prefect_yaml(specs, pool=team.pool))
+        # one pool for all: this module tests team mode's machinery, not the review workers'
+        # separation (tests/integration/test_trust.py)
+        yaml_file.write_text(prefect_yaml(specs, pool=team.pool, review_pool=team.pool))
         team.prefect("work-pool", "create", team.pool, "--type", "process")
         team.prefect("--no-prompt", "deploy", "--prefect-file", str(yaml_file), "--all")
         team.pause_schedules()  # only the runs the tests create run (drift nightly, cleanup hourly)
