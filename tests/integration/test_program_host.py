@@ -104,6 +104,7 @@ while len(list(here.iterdir())) < 2:
     if time.monotonic() > deadline:
         raise RuntimeError("the other program never started")
     time.sleep(0.05)
+pulumi.export("folder", os.getcwd())
 os.chdir("..")  # a program may change its working directory: only its own
 pulumi.export("name", helpers.NAME)
 pulumi.export("helpers", helpers.__file__)
@@ -278,7 +279,7 @@ def test_two_programs_running_at_once_keep_their_own_folder_path_and_modules(
         outcome = outcomes[name]
         assert outcome.error is None, outcome.error
         found = {k: v.value for k, v in outcome.outputs.items()}
-        assert found["name"] == name
+        assert found["name"] == name and found["folder"] == str(folder)
         assert found["helpers"] == str(folder / "helpers.py")
         assert found["first_path"] == str(folder)
         pids.add(found["pid"])
