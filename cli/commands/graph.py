@@ -1,4 +1,5 @@
-"""`python flows/run.py graph`: the stack graph as the code declares it (needs no settings)."""
+"""`python flows/run.py graph`: the stack graph as the code declares it (the module the project's
+stackflow.toml names, `graph`; needs no other settings)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import json
 
 def run(args: argparse.Namespace) -> int:
     """Print the graph as Mermaid, or its nodes as one JSON object (--json); 0."""
-    from graph import GRAPH
+    from stackflow.graphs import project_graph
 
+    graph = project_graph()
     if args.json:
-        print(json.dumps(GRAPH.as_dict(), indent=2))
+        print(json.dumps(graph.as_dict(), indent=2))
     else:
-        print(GRAPH.mermaid())
+        print(graph.mermaid())
     return 0
