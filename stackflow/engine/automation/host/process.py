@@ -22,8 +22,10 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
+import stackflow
 from stackflow.engine.base import Listener
 from stackflow.engine.hosted import HostedProgram
 from stackflow.errors import PermanentStackError
@@ -32,6 +34,16 @@ from stackflow.processes import clean_environment, send_signal, wait_gone
 READY_TIMEOUT_S = 120.0  # importing pulumi on a loaded machine: seconds, never minutes
 STOP_GRACE_S = 5.0  # a program's process that outlives its closed stdin this long is killed
 KILL_GRACE_S = 2.0  # after SIGTERM on a cancel, before SIGKILL
+
+
+def _environment() -> dict[str, str]:
+    """The program's environment: none of stackflow's settings or credentials (see
+    `clean_environment`), and this stackflow's own code on its path after the program's folder
+    (a commit's checkout runs the host of its own commit)."""
+    env = clean_environment({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"})
+    ours = str(Path(stackflow.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ours, env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 class ProgramHost:
@@ -64,7 +76,7 @@ class ProgramHost:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.program.folder,
-                env=clean_environment({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}),
+                env=_environment(),
                 pass_fds=(write_end,),
                 encoding="utf-8",
                 errors="replace",
