@@ -15,6 +15,7 @@ without naming it upstream is refused at its preview, naming both.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,78 @@ def test_a_stack_reference_that_is_not_an_edge_is_refused_at_preview_naming_both
     ) in failed, failed
     assert "add networking to edge's upstream" in failed
     assert "Traceback" not in done.stderr
+
+
+def test_an_adopted_project_deployed_from_its_own_backend_is_not_created_again(
+    tmp_path: Path, local_cloud: Any, prefect_server: Any
+) -> None:
+    """Local cloud: the team deployed its site project from its own backend (with its own
+    passphrase), wired to stackflow's networking by hand; `team adopt` moves that stack into
+    stackflow's backend as the environment's `site`; the first `up` of site changes nothing
+    (the same bucket, no second one), and the next skips it with no engine call."""
+    variables = real_variables(tmp_path / "state", local_cloud, prefect_server)
+    _with_graph(variables, FIXTURE)
+    name = unique("dev")
+    declare(variables, name)
+    env = process_env(variables)
+    done = cli(env, "up", "--env", name, "--stacks", "networking", "--json", timeout=600)
+    assert done.returncode == exits.OK, done.stdout + done.stderr
+    vpc = _by_stack(json.loads(done.stdout))["networking"]["outputs"]["vpc_id"]
+
+    theirs = tmp_path / "team-site"
+    shutil.copytree(ROOT / "tests/fixtures/projects/site", theirs)
+    (theirs / "Pulumi.dev.yaml").write_text(
+        f"config:\n  team-site:greeting: hello\n  team-site:vpc_id: {vpc}\n"
+        "  team-site:subnets: '2'\n"
+    )
+    backend = tmp_path / "teams-backend"
+    backend.mkdir()
+    own = {
+        **env,
+        "STACKFLOW_BACKEND_URL": f"file://{backend}",
+        "STACKFLOW_STATE_PASSPHRASE": "the-teams-own-passphrase",
+    }
+    deployed = cli(own, "rehearse", str(theirs), "--stack", "dev", "--json", timeout=600)
+    assert deployed.returncode == exits.OK, deployed.stdout + deployed.stderr
+    bucket = json.loads(deployed.stdout)["stacks"][0]["outputs"]["bucket"]
+    s3 = local_cloud.client("s3")
+    buckets = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
+
+    adopted = cli(
+        {**env, "PULUMI_CONFIG_PASSPHRASE": "the-teams-own-passphrase"},
+        "team",
+        "adopt",
+        "--env",
+        name,
+        "--node",
+        "site",
+        "--from-backend",
+        f"file://{backend}",
+        "--json",
+    )
+    assert adopted.returncode == exits.OK, adopted.stdout + adopted.stderr
+    report = json.loads(adopted.stdout)
+    assert report["target"] == f"team-site/{name}" and report["resources"] == 1, report
+
+    code, summary, said = _run({"env": env, "name": name}, "up", "--stacks", "site")
+    assert code == exits.OK, said
+    site = _by_stack(summary)["site"]
+    assert site["status"] == "unchanged", site
+    assert site["changes"] == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 2}
+    assert site["outputs"]["bucket"] == bucket
+    assert sorted(b["Name"] for b in s3.list_buckets()["Buckets"]) == buckets
+    code, summary, said = _run({"env": env, "name": name}, "up", "--stacks", "site")
+    assert code == exits.OK and summary["engine_calls"] == [], said
+    again = cli(
+        {**env, "PULUMI_CONFIG_PASSPHRASE": "the-teams-own-passphrase"},
+        "team",
+        "adopt",
+        "--env",
+        name,
+        "--node",
+        "site",
+        "--from-backend",
+        f"file://{backend}",
+    )
+    assert again.returncode == exits.USAGE, again.stdout + again.stderr
+    assert "holds 3 resource(s) in stackflow's backend already" in again.stderr
