@@ -156,7 +156,7 @@ def project_spec(
     inputs = ProjectInputs(
         files=source.files(),
         upstream={u: _digest(outputs) for u, outputs in sorted(upstream.items())},
-        stack_file=str(project.stack_file(stack)),
+        stack_file=project.stack_file(stack).name,  # a checkout of another commit: same name
     )
     return spec, inputs
 
