@@ -18,7 +18,7 @@ import pulumi.automation as auto
 from pulumi.automation.events import EngineEvent
 
 from stackflow.engine.automation.changes import counts
-from stackflow.engine.automation.command import RunningCommands
+from stackflow.engine.automation.command import LockWatchers, RunningCommands
 from stackflow.engine.automation.failures import stale_lock_advice
 from stackflow.engine.automation.host import Hosts, stamp_job
 from stackflow.engine.automation.known import KnownStack
@@ -73,25 +73,14 @@ class AutomationEngine:
         self._running: dict[str, auto.Stack] = {}
         self._cancelled: set[str] = set()
         self._lock_conflicts: dict[str, int] = {}
-        self._lockers: dict[str, Callable[[int], None]] = {}
         self._opening: dict[str, threading.Lock] = {}
         self.hosts = Hosts()  # the programs running in a process of their own
-        self.commands.on_locking = self._locking
+        self.lockers = LockWatchers()
+        self.commands.on_locking = self.lockers
 
     def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:
         """Tell `on_pid` the pid of each `pulumi` of ours that takes `spec`'s lock (None: stop)."""
-        work_dir = str(self.ws.work_dir(spec))
-        with self._guard:
-            if on_pid is None:
-                self._lockers.pop(work_dir, None)
-            else:
-                self._lockers[work_dir] = on_pid
-
-    def _locking(self, work_dir: str, pid: int) -> None:
-        with self._guard:
-            told = self._lockers.get(work_dir)
-        if told is not None:
-            told(pid)
+        self.lockers.watch(str(self.ws.work_dir(spec)), on_pid)
 
     # -- errors --
 
