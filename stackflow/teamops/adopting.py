@@ -106,7 +106,7 @@ def adopt(
     """
     from stackflow.engine.automation.transfer import BackendSession, StackRef
     from stackflow.secretbox import state_passphrase
-    from stackflow.teamops.moving import count_secrets
+    from stackflow.teamops.moving import cli_home, count_secrets
 
     source = graph[node].project
     if source is None:
@@ -137,11 +137,7 @@ def adopt(
         )
     ours_passphrase = state_passphrase(settings)
     redactor = Redactor([passphrase, *([ours_passphrase] if ours_passphrase else [])])
-    home = None
-    if settings.cloud == "local":
-        from stackflow.localcloud.paths import pulumi_home
-
-        home = pulumi_home(settings.localcloud_root)
+    home = cli_home(settings)
     old = BackendSession(from_backend, passphrase, pulumi_home=home, redactor=redactor)
     new = BackendSession(
         target,

@@ -242,18 +242,15 @@ def test_an_adopted_project_deployed_from_its_own_backend_is_not_created_again(
     s3 = local_cloud.client("s3")
     buckets = sorted(b["Name"] for b in s3.list_buckets()["Buckets"])
 
-    adopted = cli(
-        {**env, "PULUMI_CONFIG_PASSPHRASE": "the-teams-own-passphrase"},
-        "team",
-        "adopt",
-        "--env",
-        name,
-        "--node",
-        "site",
-        "--from-backend",
-        f"file://{backend}",
-        "--json",
-    )
+    def adopt(*extra: str) -> Any:
+        return cli(
+            {**env, "PULUMI_CONFIG_PASSPHRASE": "the-teams-own-passphrase"},
+            *("team", "adopt", "--env", name, "--node", "site", "--from-backend"),
+            f"file://{backend}",
+            *extra,
+        )
+
+    adopted = adopt("--json")
     assert adopted.returncode == exits.OK, adopted.stdout + adopted.stderr
     report = json.loads(adopted.stdout)
     assert report["target"] == f"team-site/{name}" and report["resources"] == 1, report
@@ -267,16 +264,6 @@ def test_an_adopted_project_deployed_from_its_own_backend_is_not_created_again(
     assert sorted(b["Name"] for b in s3.list_buckets()["Buckets"]) == buckets
     code, summary, said = _run({"env": env, "name": name}, "up", "--stacks", "site")
     assert code == exits.OK and summary["engine_calls"] == [], said
-    again = cli(
-        {**env, "PULUMI_CONFIG_PASSPHRASE": "the-teams-own-passphrase"},
-        "team",
-        "adopt",
-        "--env",
-        name,
-        "--node",
-        "site",
-        "--from-backend",
-        f"file://{backend}",
-    )
+    again = adopt()
     assert again.returncode == exits.USAGE, again.stdout + again.stderr
     assert "holds 3 resource(s) in stackflow's backend already" in again.stderr
