@@ -2,9 +2,10 @@
 an existing Pulumi Python project's stack through stackflow's engine (see stackflow.rehearse).
 
 Straight through the engine, from this process: no Prefect server is started and no flow run is
-recorded (the project is a folder on this machine; its program runs in a process of its own). The screen
-is the other commands': the live view on stderr, the summary table (or --json) on stdout, an
-`error:` line and a `what to do:` line when it did not succeed, and the same exit codes.
+recorded (the project is a folder on this machine; its program runs in a process of its own).
+The screen is the other commands': the live view on stderr, the summary table (or --json) on
+stdout, an `error:` line and a `what to do:` line when it did not succeed, and the same exit
+codes.
 """
 
 from __future__ import annotations

@@ -175,3 +175,16 @@ def test_the_graph_setting_names_a_module_beside_the_project_or_is_refused(
         load_graph(tmp_path, "empty")
     with pytest.raises(SettingsError, match=r"graph = 'no.such': no such module in "):
         load_graph(tmp_path, "no.such")
+
+
+def test_the_graph_command_refuses_a_graph_setting_that_names_no_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+    from stackflow import exits
+
+    (tmp_path / "stackflow.toml").write_text('project = "stackflow"\ngraph = "nope.mod"\n')
+    monkeypatch.setenv("STACKFLOW_PROJECT_DIR", str(tmp_path))
+    assert main(["graph"]) == exits.USAGE
+    said = capsys.readouterr().err
+    assert "error: graph = 'nope.mod': no such module in " in said and "Traceback" not in said
