@@ -152,7 +152,7 @@ def chosen_stacks(args: argparse.Namespace) -> list[str]:
         UnknownStackError: a name the graph does not declare, naming the accepted stacks.
     """
     names: list[str] = list(getattr(args, "stacks", None) or [])
-    from graph import GRAPH
+    from stackflow.graphs import project_graph
 
-    GRAPH.select(names)
+    project_graph().select(names)
     return names

@@ -9,11 +9,10 @@ from prefect.logging import get_run_logger
 
 from flows.events import emit_environment_event
 from flows.pipeline import PipelineRequest, run_pipeline
-from graph import GRAPH
-from stackflow.dag import bare_spec
 from stackflow.engine import Operation, get_engine
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync as gitops
+from stackflow.graphs import graph_of
 from stackflow.records.environments import forget, list_environments, records_of
 from stackflow.settings import get_settings
 from tasks.limits import prune_limits
@@ -35,11 +34,12 @@ def destroy_environment(name: str, cloud: str) -> None:
         PipelineRequest(environment=name, cloud=cloud, operation=Operation.DESTROY), env_settings
     )
     engine = get_engine(env_settings)
-    for stack in GRAPH.stacks:
-        engine.remove(bare_spec(env_settings, stack))
+    graph = graph_of(env_settings)
+    for stack in graph.stacks:
+        engine.remove(graph.bare_spec(env_settings, stack))
     records = records_of(env_settings)
     forget(records, name)
-    prune_limits(name, GRAPH.stacks)
+    prune_limits(name, graph.stacks)
 
 
 @flow(name="cleanup-expired", log_prints=False, persist_result=False)

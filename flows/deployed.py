@@ -4,7 +4,6 @@ and its stacks' checkpoints in the backend, no `pulumi` process; and the local c
 from __future__ import annotations
 
 from stackflow.backends import mask_url
-from stackflow.dag import bare_spec
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.records import Records
 from stackflow.records.environments import read
@@ -27,7 +26,7 @@ def ensure_known(ctx: RunContext, records: Records) -> None:
     if read(records, settings.environment) is not None:
         return
     for stack in ctx.graph.stacks:
-        if ctx.engine.state(bare_spec(settings, stack)) is not None:
+        if ctx.engine.state(ctx.graph.bare_spec(settings, stack)) is not None:
             return
     raise EnvironmentNotFound(
         f"environment {settings.environment!r} was never deployed on the "
@@ -45,7 +44,7 @@ def holds_resources(ctx: RunContext) -> bool:
     """Whether any stack of the environment holds a resource in the backend (read, no CLI)."""
     for stack in ctx.graph.stacks:
         try:
-            state = ctx.engine.state(bare_spec(ctx.settings, stack))
+            state = ctx.engine.state(ctx.graph.bare_spec(ctx.settings, stack))
         except StackflowError:
             return True  # cannot tell: keep the record (cleanup will look again)
         if state is not None and (state.resources > _BOOKKEEPING_RESOURCES or state.pending):

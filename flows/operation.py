@@ -123,6 +123,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         ui_url=flow_run_url(),
         settings=settings.source.as_dict(),
         commit=ctx.commit,
+        graph=ctx.graph,
     )
     started = time.monotonic()
     created_record = False
@@ -186,7 +187,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         forget_environment(records, settings.environment)
     if op is not Operation.PREVIEW:
         with contextlib.suppress(StackflowError):  # a report: never what decides the run
-            publish_status(records)
+            publish_status(records, ctx.graph.stacks)
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
     if summary.failed:

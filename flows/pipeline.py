@@ -29,9 +29,9 @@ from flows.summary import (
     RunStopped,
 )
 from flows.walk import build_context, retry_delays
-from graph import GRAPH
 from stackflow.engine import Operation
 from stackflow.errors import SettingsError
+from stackflow.graphs import project_graph
 
 __all__ = [  # what callers import from here, wherever it is defined
     "FLOWS",
@@ -54,8 +54,9 @@ __all__ = [  # what callers import from here, wherever it is defined
     "run_pipeline",
 ]
 
-# The UI renders an enum as a pick list; its members come from the graph, declared once.
-StackName = Enum("StackName", {name: name for name in GRAPH.order()}, type=str)  # type: ignore[misc]
+# The UI renders an enum as a pick list; its members come from the graph the served project
+# declares (its stackflow.toml's `graph`), declared once.
+StackName = Enum("StackName", {name: name for name in project_graph().order()}, type=str)  # type: ignore[misc]
 
 Cloud = Annotated[
     Literal["local", "aws"] | None,
@@ -92,7 +93,7 @@ def _request(
         # "not given" means every stack; an explicit empty list is a mistake, never "all"
         raise SettingsError(
             "stacks: an empty list selects nothing; leave the parameter out (null) to run every "
-            f"stack, or name some of: {', '.join(GRAPH.order())}"
+            f"stack, or name some of: {', '.join(project_graph().order())}"
         )
     return PipelineRequest(
         environment=environment,

@@ -10,7 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
 from flows.approval import Decision
-from graph import GRAPH
+from stackflow.dag import StackGraph
 from stackflow.engine import Operation
 from stackflow.errors import StackflowError
 from stackflow.plan import drift_value, markdown_cell, migrations_markdown
@@ -85,6 +85,7 @@ class PipelineSummary:
     # which files said what this run deploys, and what overrode them (secrets masked)
     settings: dict[str, Any] = field(default_factory=dict)
     commit: str | None = None  # the project's commit this run deployed (git), when known
+    graph: StackGraph | None = field(default=None, repr=False)  # the graph the run walked
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -184,8 +185,9 @@ class PipelineSummary:
         status = {o.node: o.status for o in self.outcomes}
         stage: dict[str, int] = {}
         rows = ["| stage | node | status | needs |", "|---|---|---|---|"]
-        for name in GRAPH.order():
-            node = GRAPH[name]
+        nodes = list(self.graph.nodes.values()) if self.graph is not None else []
+        for node in nodes:
+            name = node.name
             stage[name] = 1 + max((stage[u] for u in node.upstream), default=0)
             shown = status.get(name, "not in this run")
             shown = f"**{shown}**" if shown in _ATTENTION else shown
@@ -285,12 +287,12 @@ def flow_run_going(flow_run_id: str) -> bool:
     return state is not None and not state.is_final()
 
 
-def publish_status(records: Any) -> None:
+def publish_status(records: Any, stacks: list[str]) -> None:
     """Every recorded environment's status as the `stackflow-status` artifact (each run
     refreshes it, so the UI shows what `status` prints)."""
     from stackflow.status.report import collect, markdown
 
-    found = collect(records, GRAPH.stacks, flow_run_going)
+    found = collect(records, stacks, flow_run_going)
     create_markdown_artifact(
         markdown=markdown(found),
         key="stackflow-status",

@@ -13,11 +13,11 @@ from prefect.futures import PrefectFuture
 from prefect.utilities.annotations import quote
 
 from flows.summary import PipelineSummary
-from graph import GRAPH
 from stackflow.dag import NodeKind, StackGraph
 from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
 from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
+from stackflow.graphs import graph_of
 from stackflow.migrator.errors import MigrationPlanChanged
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
@@ -51,7 +51,7 @@ def build_context(
     return RunContext(
         settings,
         engine,
-        graph or GRAPH,
+        graph or graph_of(settings),
         redactor,
         DriftMarks(records, settings.cloud),
         records=records,

@@ -2,15 +2,18 @@
 
 A stack is a program module (programs/) and one `stack(...)` entry here: its upstream nodes, how
 its program's arguments are built from settings and upstream outputs, and its outputs model. A
-step is a task module (tasks/) and one `step(...)` entry: its upstream nodes and the task that
-runs it. The flows, the engine and the command line know no node by name: order, destroy order,
+team's existing Pulumi project is one `project(...)` entry naming its folder: its upstream nodes
+and the config it gets from them. A step is a task module (tasks/) and one `step(...)` entry: its
+upstream nodes and the task that runs it. The flows, the engine and the command line know no node by name: order, destroy order,
 targeting, the live view's rows and the graph's picture all come from this list.
 """
 
 from __future__ import annotations
 
+import sys
 import typing
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,6 +24,7 @@ from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
 from stackflow.dag import Node, NodeKind, StackGraph, Upstream, program_sources
 from stackflow.migrator.target import MysqlTarget
+from stackflow.projectnodes import ConfigMap, ProjectSource
 from stackflow.settings import EnvironmentKind, Settings
 from tasks.migrate import check_migration_files, migrate_step, migration_plan
 from tasks.stacks import stack_operation
@@ -53,6 +57,47 @@ def stack(
         task=stack_operation,
         sources=program_sources(program),
         early=early,
+    )
+
+
+def project(
+    name: str,
+    description: str,
+    *,
+    folder: str | Path,
+    upstream: tuple[str, ...] = (),
+    config: ConfigMap | None = None,
+    outputs: type[BaseModel] | None = None,
+    stack: Callable[[Settings], str] | Mapping[str, str] | None = None,
+    destroy_guard: Callable[[Settings], None] | None = None,
+) -> Node:
+    """A Pulumi Python project of the team's own (its folder with Pulumi.yaml, its program and
+    its Pulumi.<stack>.yaml), run by the stack task (docs/guides/project-nodes.md).
+
+    Args:
+        folder: the project's folder; a relative one is relative to the module declaring it.
+        config: its stack config from settings and upstream outputs (`stackflow.projectnodes`).
+        outputs: a model of its exports; None hands them on as they are (untyped).
+        stack: which Pulumi.<stack>.yaml an environment reads: by environment name, or a
+            function of settings; default: the environment's own name.
+    """
+    where = Path(folder)
+    if not where.is_absolute():
+        caller = Path(sys._getframe(1).f_globals.get("__file__") or Path.cwd() / "here")
+        where = caller.resolve().parent / where
+    chosen = stack
+    if isinstance(chosen, Mapping):
+        names = dict(chosen)
+        chosen = lambda settings: names.get(settings.environment, settings.environment)  # noqa: E731
+    return Node(
+        name,
+        NodeKind.STACK,
+        description,
+        upstream=upstream,
+        outputs=outputs,
+        destroy_guard=destroy_guard,
+        task=stack_operation,
+        project=ProjectSource(where, config, chosen),
     )
 
 

@@ -10,32 +10,51 @@ tasks, which live above this layer); this module knows no node by name.
 from __future__ import annotations
 
 import inspect
-import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from programs.common import UNKNOWN, contains_unknown
+from programs.common import contains_unknown
 from stackflow.engine.base import (
     INTERNAL_OUTPUT,
-    UNKNOWN_WIRE,
     ConfigValue,
     OutputValue,
     StackSpec,
 )
 from stackflow.errors import MissingOutputError, PermanentStackError, UnknownStackError, echo
+from stackflow.projection import Projection, Untyped, parse_outputs, project_outputs, untyped
 from stackflow.settings import Settings
+
+if TYPE_CHECKING:
+    from stackflow.projectnodes import ProjectSource
+
+__all__ = [  # what callers import from here, wherever it is defined
+    "GraphError",
+    "Node",
+    "NodeKind",
+    "Projection",
+    "StackGraph",
+    "Untyped",
+    "Upstream",
+    "bare_spec",
+    "parse_outputs",
+    "program_sources",
+    "project_outputs",
+    "stack_config",
+    "untyped",
+    "user_outputs",
+]
 
 Upstream = Mapping[str, BaseModel]
 """The typed outputs of a node's upstream stacks, by node name."""
 
 
 class NodeKind(StrEnum):
-    STACK = "stack"  # a Pulumi stack, acted on through the engine
+    STACK = "stack"  # a Pulumi stack, acted on through the engine (a program, or a project)
     STEP = "step"  # a step run by the flow itself (migrations, verification)
 
 
@@ -65,6 +84,8 @@ class Node:
             outputs of those that are stacks arrive while it runs, and every resource reading
             one waits for all of them (a step named here, such as migrations, holds back what
             reads the database until it is done).
+        project: a project node's folder and config mapping (`stackflow.projectnodes`): its
+            program runs in a process of its own; `outputs` is optional (None: untyped).
     """
 
     name: str
@@ -81,6 +102,7 @@ class Node:
     check: Callable[[Settings], None] | None = field(default=None, repr=False)
     sources: tuple[Path, ...] = ()
     early: tuple[str, ...] = ()
+    project: ProjectSource | None = field(default=None, repr=False)
 
 
 def program_sources(program: Callable[..., Any]) -> tuple[Path, ...]:
@@ -151,6 +173,19 @@ class StackGraph:
                 todo.extend(self.nodes[up].upstream)
         return seen
 
+    def bare_spec(self, settings: Settings, name: str) -> StackSpec:
+        """A spec of a stack for operations that do not run its program (see `bare_spec`).
+
+        Raises:
+            ProjectError: a project node whose folder is not a Pulumi Python project.
+        """
+        source = self[name].project
+        if source is None:
+            return bare_spec(settings, name)
+        from stackflow.projectnodes import project_bare_spec
+
+        return project_bare_spec(source, settings, name)
+
     def upstream_stacks(self, name: str) -> list[str]:
         """The stacks among a node's direct upstream nodes."""
         return [u for u in self[name].upstream if self.nodes[u].kind is NodeKind.STACK]
@@ -176,11 +211,14 @@ class StackGraph:
         return max(finish.values(), default=0.0)
 
     def mermaid(self) -> str:
-        """The graph as a Mermaid flowchart; steps are drawn with rounded edges."""
+        """The graph as a Mermaid flowchart; steps are drawn with rounded edges, project nodes
+        as parallelograms naming their folder."""
         lines = ["flowchart LR"]
         for node in self.nodes.values():
             shape = (
-                f'{node.name}["{node.name}"]'
+                f'{node.name}[/"{node.name}<br/>{node.project.folder.name}/"/]'
+                if node.project is not None
+                else f'{node.name}["{node.name}"]'
                 if node.kind is NodeKind.STACK
                 else f'{node.name}(["{node.name}"])'
             )
@@ -198,6 +236,7 @@ class StackGraph:
                     "kind": n.kind.value,
                     "upstream": list(n.upstream),
                     "description": n.description,
+                    **({"project": str(n.project.folder)} if n.project is not None else {}),
                 }
                 for n in self.nodes.values()
             ]
@@ -206,19 +245,29 @@ class StackGraph:
     # -- building stacks --
 
     def spec(
-        self, name: str, settings: Settings, upstream: Upstream
+        self, name: str, settings: Settings, upstream: Upstream, secrets: Collection[str] = ()
     ) -> tuple[StackSpec, BaseModel]:
-        """The StackSpec for a stack node, and the program arguments it was built from.
+        """The StackSpec for a stack node, and the program arguments it was built from (a
+        project node: what its fingerprint covers besides its config).
+
+        Args:
+            secrets: the secret values among the upstream outputs (a project node's config
+                holding one is secure).
 
         Raises:
             MissingOutputError: an upstream output the program needs is missing.
+            ProjectError: a project node's folder or stack file cannot be read.
         """
         node = self[name]
+        missing = [u for u in self.upstream_stacks(name) if u not in upstream]
+        if node.kind is NodeKind.STACK and missing:
+            raise MissingOutputError(name, f"needs the outputs of {', '.join(missing)}")
+        if node.project is not None:
+            from stackflow.projectnodes import project_spec
+
+            return project_spec(self, name, settings, upstream, secrets)
         if node.inputs is None or node.program is None:
             raise GraphError(f"node {name!r} is a step, not a stack")
-        missing = [u for u in self.upstream_stacks(name) if u not in upstream]
-        if missing:
-            raise MissingOutputError(name, f"needs the outputs of {', '.join(missing)}")
         try:
             args = node.inputs(settings, upstream)
         except ValidationError as exc:
@@ -256,7 +305,10 @@ def _refused_unknown(
 def _check(node: Node) -> None:
     if node.kind is NodeKind.STEP and node.task is None:
         raise GraphError(f"step {node.name!r} names no task to run it")
-    if node.kind is NodeKind.STACK:
+    if node.project is not None:
+        if node.early or node.task is None:
+            raise GraphError(f"project {node.name!r} names no task, or starts early")
+    elif node.kind is NodeKind.STACK:
         absent = [a for a in ("outputs", "inputs", "program", "task") if getattr(node, a) is None]
         if absent:
             raise GraphError(f"stack {node.name!r} declares no {', '.join(absent)}")
@@ -281,92 +333,3 @@ def stack_config(settings: Settings) -> dict[str, ConfigValue]:
 def user_outputs(outputs: Mapping[str, OutputValue]) -> dict[str, OutputValue]:
     """A stack's outputs without the one stackflow records for itself."""
     return {k: v for k, v in outputs.items() if k != INTERNAL_OUTPUT}
-
-
-def parse_outputs(node: Node, outputs: Mapping[str, OutputValue]) -> BaseModel:
-    """Typed outputs of a stack from its raw outputs.
-
-    Raises:
-        MissingOutputError: naming the stack and the missing keys.
-    """
-    assert node.outputs is not None
-    missing = [k for k in node.outputs.model_fields if k not in outputs]
-    if missing:
-        raise MissingOutputError(
-            node.name, f"outputs lack {', '.join(missing)} (is the stack deployed? run `up` for it)"
-        )
-    return node.outputs.model_validate({k: outputs[k].value for k in node.outputs.model_fields})
-
-
-@dataclass(frozen=True)
-class Projection:
-    """A stack's outputs as its previewed update would leave them: what the previews of the
-    stacks that read them are given, so they show what that update will change in them too.
-
-    `outputs` is built without validation: an output the preview cannot know is Pulumi's
-    `UNKNOWN` there (whole, or an item of a list), which the programs' arguments take
-    (`programs.common.Unknown`) and Pulumi shows as "known after apply".
-    """
-
-    outputs: BaseModel
-    unknown: tuple[str, ...] = ()  # known only after the update
-    changed: tuple[str, ...] = ()  # the update changes them to a value the preview knows
-
-    @property
-    def moves(self) -> bool:
-        """Whether any output would differ from what is deployed (or is not deployed yet)."""
-        return bool(self.unknown or self.changed)
-
-    def describe(self) -> str:
-        """Which outputs move, e.g. `port changes; private_subnet_ids known after its up`."""
-        parts = [f"{', '.join(self.changed)} changes"] if self.changed else []
-        if self.unknown:
-            parts.append(f"{', '.join(self.unknown)} known after its up")
-        return "; ".join(parts)
-
-
-def project_outputs(
-    node: Node,
-    settings: Settings,
-    stored: Mapping[str, OutputValue],
-    previewed: Mapping[str, OutputValue],
-) -> Projection:
-    """A stack's outputs as its preview projects them (see `Projection`).
-
-    Per output: the value the preview projects (`UNKNOWN_WIRE` where it cannot know it); for a
-    secret the preview hides, or an output it does not report: the deployed value, else the
-    value known from settings (`node.known`), else unknown.
-
-    Args:
-        stored: the outputs deployed now ({} for a stack not deployed yet).
-        previewed: the outputs the preview reported (`OperationResult.projected`).
-    """
-    assert node.outputs is not None
-    known = dict(node.known(settings)) if node.known is not None else {}
-    values: dict[str, Any] = {}
-    unknown: list[str] = []
-    changed: list[str] = []
-    for name, info in node.outputs.model_fields.items():
-        seen, before = previewed.get(name), stored.get(name)
-        if seen is not None and seen.value is not None:
-            raw = seen.value
-        elif before is not None:
-            raw = before.value
-        else:
-            raw = known.get(name, UNKNOWN_WIRE)
-        values[name] = _typed(info.annotation, raw)
-        if contains_unknown(values[name]):
-            unknown.append(name)
-        elif before is not None and values[name] != _typed(info.annotation, before.value):
-            changed.append(name)
-    return Projection(node.outputs.model_construct(**values), tuple(unknown), tuple(changed))
-
-
-def _typed(annotation: Any, value: Any) -> Any:
-    """`value` as the outputs model's field holds it; a value not known yet is UNKNOWN."""
-    if isinstance(value, list) and typing.get_origin(annotation) in (list, tuple):
-        (inner,) = typing.get_args(annotation)[:1] or (Any,)
-        return [_typed(inner, item) for item in value]  # a list's items may be unknown alone
-    if (isinstance(value, str) and value == UNKNOWN_WIRE) or contains_unknown(value):
-        return UNKNOWN
-    return TypeAdapter(annotation).validate_python(value)

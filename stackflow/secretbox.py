@@ -50,13 +50,32 @@ class StampSeal:
     _CONTEXT = b"stackflow stack stamp v1"
 
     def __init__(self, passphrase: str, fingerprint: str) -> None:
-        from cryptography.hazmat.primitives.ciphers.aead import AESSIV
-
         self.salt = base64.b64encode(hashlib.sha256(fingerprint.encode()).digest()[:16]).decode()
         key = Scrypt(salt=base64.b64decode(self.salt), length=64, n=2**14, r=8, p=1).derive(
             passphrase.encode()
         )
+        self._use(key)
+
+    def _use(self, key: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+        self._key = key
         self._siv = AESSIV(key)
+
+    @property
+    def key(self) -> str:
+        """The derived key (base64): what seals this one stamp, never the passphrase itself. A
+        project's program process gets it to seal its own stamp (`keyed`); the passphrase stays
+        in stackflow's process."""
+        return base64.b64encode(self._key).decode()
+
+    @classmethod
+    def keyed(cls, salt: str, key: str) -> StampSeal:
+        """The seal of one stamp from its derived key (see `key`)."""
+        seal = cls.__new__(cls)
+        seal.salt = salt
+        seal._use(base64.b64decode(key))
+        return seal
 
     def seal(self, value: Any) -> str:
         data = json.dumps(value, sort_keys=True).encode()

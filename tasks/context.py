@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from stackflow.dag import Projection, StackGraph, bare_spec, parse_outputs, user_outputs
+from stackflow.dag import Projection, StackGraph, parse_outputs, user_outputs
 from stackflow.drift import DriftMarks
 from stackflow.engine import Engine, Operation, OutputValue
 from stackflow.engine.base import ChangeCounts, ResourceChange
@@ -60,7 +60,7 @@ class RunContext:
         """Stop every stack operation this run has in flight (the engine, one per run, knows
         which; see `Engine.cancel`)."""
         for node in self.graph.stacks:
-            self.engine.cancel(bare_spec(self.settings, node), interrupt=interrupt)
+            self.engine.cancel(self.graph.bare_spec(self.settings, node), interrupt=interrupt)
 
     def begun(self, node: str) -> threading.Event:
         """Set once the stack's operation in this run has reported a resource: its `pulumi` has
@@ -87,7 +87,7 @@ class RunContext:
                 if self.progress.cancelled:
                     return
                 with contextlib.suppress(Exception):
-                    self.engine.prepare(bare_spec(self.settings, name))
+                    self.engine.prepare(self.graph.bare_spec(self.settings, name))
 
         threading.Thread(target=prepare, name=f"prepare-after-{node}", daemon=True).start()
 
@@ -97,7 +97,7 @@ class RunContext:
         Raises:
             MissingOutputError: the stack is not deployed (its outputs lack what is needed).
         """
-        outputs = user_outputs(self.engine.outputs(bare_spec(self.settings, node)))
+        outputs = user_outputs(self.engine.outputs(self.graph.bare_spec(self.settings, node)))
         for value in outputs.values():
             if value.secret and isinstance(value.value, str):
                 self.redactor.add(value.value)

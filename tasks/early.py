@@ -26,7 +26,7 @@ from prefect.futures import PrefectFuture
 from pydantic import BaseModel, ValidationError
 
 from stackflow import fingerprint
-from stackflow.dag import NodeKind, bare_spec, project_outputs, user_outputs
+from stackflow.dag import NodeKind, project_outputs, user_outputs
 from stackflow.engine import Operation
 from stackflow.engine.base import OutputValue, StackSpec
 from stackflow.engine.envelope import is_secret
@@ -176,12 +176,12 @@ def _runs_anyway(
     if force:
         return "forced"
     settings = ctx.settings
-    if ctx.drift.marked(bare_spec(settings, node)):
+    if ctx.drift.marked(ctx.graph.bare_spec(settings, node)):
         return "drift found earlier"
     stored = dict(read)
     try:
         for name in stacks:
-            state = ctx.engine.state(bare_spec(settings, name))
+            state = ctx.engine.state(ctx.graph.bare_spec(settings, name))
             plain = {
                 k: OutputValue(v)
                 for k, v in (state.outputs if state is not None else {}).items()

@@ -23,7 +23,7 @@ from prefect.tasks import Task
 
 from stackflow import fingerprint, holders
 from stackflow.crashes import ZOMBIE_WINDOW_S, flow_run_state
-from stackflow.dag import bare_spec, parse_outputs, project_outputs
+from stackflow.dag import parse_outputs, project_outputs
 from stackflow.drift import DRIFTED, REFRESHED
 from stackflow.engine import Listener, Operation, OperationResult, is_transient
 from stackflow.engine.base import ResourceEvent, StackSpec
@@ -39,6 +39,7 @@ from tasks.early import EarlyStart, EarlyUpstream
 from tasks.early import begin as begin_early
 from tasks.early import wait as wait_early
 from tasks.limits import SlotWaitCancelled, stack_slot
+from tasks.projects import not_previewable, project_read
 
 
 def retry_if_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -129,7 +130,12 @@ def stack_operation(
     ctx.check_not_cancelled(node)
     ctx.publish(node, NodeState.RUNNING, attempt=attempt)
     started: EarlyStart | None = None
-    if operation in (Operation.UP, Operation.PREVIEW):
+    seen = project_read(upstream, operation) if graph_node.project is not None else None
+    if seen is not None and seen.absent and operation is Operation.PREVIEW:
+        return not_previewable(ctx, graph_node, seen)
+    if seen is not None and operation in (Operation.UP, Operation.PREVIEW):
+        spec, args = ctx.graph.spec(node, settings, seen.outputs, seen.secrets)
+    elif operation in (Operation.UP, Operation.PREVIEW):
         read = _read(upstream, operation)
         if early:
             started = begin_early(ctx, node, read, early, force, logger)
@@ -142,11 +148,13 @@ def stack_operation(
             (started.spec, started.args) if started else ctx.graph.spec(node, settings, read)
         )
     else:  # refresh, drift and destroy do not run the program: no upstream needed
-        spec = bare_spec(settings, node)
+        spec = ctx.graph.bare_spec(settings, node)
     listener = _listener(ctx, node, logger)
     # What the upstream previews say will move: this preview shows what follows from it.
     moves = {
-        k: v.projected.describe() for k, v in upstream.items() if v.projected and v.projected.moves
+        k: v.projected.describe()
+        for k, v in upstream.items()
+        if v.projected and v.projected.moves and seen is None
     }
 
     fp = ""
@@ -311,6 +319,8 @@ def stack_operation(
     note = (
         "upstream previews: " + "; ".join(f"{k}: {why}" for k, why in moves.items())
         if moves
+        else seen.note
+        if seen is not None and operation is Operation.PREVIEW
         else ""
     )
     outputs = dict(result.outputs) if operation is not Operation.PREVIEW else {}

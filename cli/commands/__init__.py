@@ -77,7 +77,7 @@ COMMANDS: tuple[Command | CodeCommand, ...] = (
     Command(
         "team",
         "team operations: import a one-machine state folder into the team's backend, rotate the "
-        "team's passphrase",
+        "team's passphrase, adopt a project deployed from its own backend",
         team.run,
         (environment, cloud_option, team.add_arguments),
     ),

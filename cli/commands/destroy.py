@@ -34,9 +34,10 @@ def _unconfirmed_or_guarded(args: argparse.Namespace, settings: Settings) -> Non
         DeletionProtected: a chosen stack's guard refuses (its deletion protection is on).
     """
     settings.confirm_destroy(args.yes)
-    from graph import GRAPH
+    from stackflow.graphs import graph_of
 
-    for name in GRAPH.select(chosen_stacks(args)):
-        guard = GRAPH[name].destroy_guard
+    graph = graph_of(settings)
+    for name in graph.select(chosen_stacks(args)):
+        guard = graph[name].destroy_guard
         if guard is not None:
             guard(settings)

@@ -24,16 +24,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     Raises:
         UnknownStackError: --stacks names a stack the graph does not declare.
     """
-    from graph import GRAPH
-    from stackflow.dag import bare_spec, user_outputs
+    from stackflow.dag import user_outputs
     from stackflow.engine import get_engine
+    from stackflow.graphs import graph_of
 
     engine = get_engine(settings)
-    wanted = chosen_stacks(args) or GRAPH.stacks
+    graph = graph_of(settings)
+    wanted = chosen_stacks(args) or graph.stacks
     result = {
-        n: {k: v.shown() for k, v in user_outputs(engine.outputs(bare_spec(settings, n))).items()}
+        n: {
+            k: v.shown()
+            for k, v in user_outputs(engine.outputs(graph.bare_spec(settings, n))).items()
+        }
         for n in wanted
-        if n in GRAPH.stacks
+        if n in graph.stacks
     }
     if args.json:
         if settings.target_label != "AWS":  # stdout stays pure JSON; the caveat goes beside it

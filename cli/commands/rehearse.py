@@ -1,10 +1,11 @@
 """`python flows/run.py rehearse PATH [--stack NAME] [--cloud local|aws] [--preview | --destroy]`:
 an existing Pulumi Python project's stack through stackflow's engine (see stackflow.rehearse).
 
-Straight through the engine, in this process: no Prefect server is started and no flow run is
-recorded (the project is a folder on this machine, its program runs in this Python). The screen
-is the other commands': the live view on stderr, the summary table (or --json) on stdout, an
-`error:` line and a `what to do:` line when it did not succeed, and the same exit codes.
+Straight through the engine, from this process: no Prefect server is started and no flow run is
+recorded (the project is a folder on this machine; its program runs in a process of its own).
+The screen is the other commands': the live view on stderr, the summary table (or --json) on
+stdout, an `error:` line and a `what to do:` line when it did not succeed, and the same exit
+codes.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     Raises:
         ProjectError: the folder is not a Pulumi Python project stackflow can run (exit 2).
     """
-    # The project's own modules are imported in this process: its folder is only read, so no
-    # __pycache__ is written there (nor anywhere else by this process).
+    # The project's folder is only read: no __pycache__ is written there, by its program's
+    # process (see stackflow.engine.automation.host) nor by this one.
     sys.dont_write_bytecode = True
     import logging
 

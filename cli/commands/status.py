@@ -56,13 +56,13 @@ def write_atomically(path: Path, text: str) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the status (a table, or one JSON object); 0."""
-    from graph import GRAPH
+    from stackflow.graphs import graph_of
     from stackflow.records.environments import records_of
     from stackflow.status.report import collect, prometheus
 
     records = records_of(settings)
     only = args.environment  # None: every environment
-    found = collect(records, GRAPH.stacks, _liveness(settings), only=only)
+    found = collect(records, graph_of(settings).stacks, _liveness(settings), only=only)
     if args.prometheus is not None:
         write_atomically(args.prometheus, prometheus(found))
     if args.json:

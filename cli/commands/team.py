@@ -17,14 +17,28 @@ if TYPE_CHECKING:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
-        choices=("import", "rotate-passphrase"),
+        choices=("import", "rotate-passphrase", "adopt"),
         help="import: move every stack and record of a one-machine state folder (--from-state) "
         "into the team's backend (STACKFLOW_BACKEND_URL), secrets encrypted for the team's "
         "passphrase (STACKFLOW_STATE_PASSPHRASE); the folder's own passphrase from "
         "STACKFLOW_FROM_STATE_PASSPHRASE (default: the one its local cloud generated). "
         "rotate-passphrase: re-encrypt every stack in the backend from STACKFLOW_STATE_PASSPHRASE "
         "to the new passphrase, read from STACKFLOW_NEW_STATE_PASSPHRASE or standard input "
-        "(never from the command line)",
+        "(never from the command line). "
+        "adopt: move the deployed stack of a project node (--node) from the team's own backend "
+        "(--from-backend) into stackflow's, as the environment's stack, so its first up creates "
+        "nothing; the project's passphrase from PULUMI_CONFIG_PASSPHRASE(_FILE)",
+    )
+    p.add_argument("--node", metavar="NAME", help="adopt: the project node to adopt")
+    p.add_argument(
+        "--from-backend",
+        metavar="URL",
+        help="adopt: the backend the project was deployed from (file://, s3://, postgres://)",
+    )
+    p.add_argument(
+        "--from-stack",
+        metavar="NAME",
+        help="adopt: its stack there (default: the stack file the node reads for the environment)",
     )
     p.add_argument(
         "--from-state",
@@ -60,6 +74,36 @@ def read_new_passphrase() -> tuple[str, str]:
     return line.removesuffix("\n").removesuffix("\r"), f"standard input (or {NEW_PASSPHRASE})"
 
 
+def _adopt(args: argparse.Namespace, settings: Settings, say: Any) -> Any:
+    """`team adopt`: a deployed project's stack into stackflow's backend (stackflow.teamops)."""
+    from stackflow.graphs import graph_of
+    from stackflow.rehearse.secrets import passphrase_from
+    from stackflow.teamops import TeamOpsRefused
+    from stackflow.teamops.adopting import adopt
+
+    if not args.node or not args.from_backend:
+        raise TeamOpsRefused(
+            "team adopt needs --node NAME (a project node) and --from-backend URL (where the "
+            "project is deployed now)"
+        )
+    found = passphrase_from(os.environ)
+    if found is None:
+        raise TeamOpsRefused(
+            "team adopt needs the project's passphrase: set PULUMI_CONFIG_PASSPHRASE or "
+            "PULUMI_CONFIG_PASSPHRASE_FILE as for `pulumi up`. Nothing was changed."
+        )
+    return adopt(
+        settings,
+        graph_of(settings),
+        args.node,
+        args.from_backend,
+        args.from_stack,
+        found.value,
+        found.source,
+        say,
+    )
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the team operation; 0 when it completed.
 
@@ -70,7 +114,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from stackflow.teamops import TeamOpsRefused
 
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    if args.action == "import":
+    footer: list[str] = []
+    if args.action == "adopt":
+        report: Any = _adopt(args, settings, say)
+    elif args.action == "import":
         from stackflow.teamops.moving import find_source, move_state
 
         if args.from_state is None:
@@ -81,7 +128,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "team's backend"
         )
         moved = move_state(settings, source, say=lambda _line: None)
-        report: Any = moved
+        report = moved
         footer = [
             f"{source.state_dir} is left as it was (the stacks' update history stays there): run "
             "nothing against it any more; every run now goes to the team's backend.",

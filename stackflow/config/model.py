@@ -148,6 +148,12 @@ class Settings(BaseModel):
             "pending is imported or cleared by the next run."
         ),
     )
+    graph: str = Field(
+        "graph.nodes",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="The module that declares the graph (its GRAPH), as a dotted module path "
+        "resolved against the project's folder first.",
+    )
     pulumi_org: str | None = Field(
         None, max_length=100, description="Pulumi Cloud organisation (optional)."
     )

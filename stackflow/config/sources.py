@@ -47,6 +47,7 @@ HOMES: dict[Key, frozenset[str]] = {
     ("ttl_hours",): _E,
     ("cloud",): _E,
     ("project",): _P,
+    ("graph",): _P,
     ("pulumi_org",): _P,
     ("backend_url",): _PM,
     ("records_url",): _PM,

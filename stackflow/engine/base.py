@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from stackflow.engine.hosted import HostedProgram
 from stackflow.redact import MASK, Redactor
 
 if TYPE_CHECKING:
@@ -57,17 +58,22 @@ class StackSpec:
     """A stack to act on: Pulumi project and stack names, its program and its config.
 
     `node` is the graph's name for it (networking, database, app); Pulumi's project is
-    `<project>-<node>` and its stack name is the environment. A Pulumi project of its own (one
-    `rehearse` runs) keeps the name its Pulumi.yaml gives (`pulumi_name`), so its program's
-    `pulumi.Config()` and `get_project()` read what they would under `pulumi up`.
+    `<project>-<node>` and its stack name is the environment. A Pulumi project of its own (a
+    project node, or one `rehearse` runs) keeps the name its Pulumi.yaml gives (`pulumi_name`),
+    so its program's `pulumi.Config()` and `get_project()` read what they would under `pulumi up`;
+    its program is a `HostedProgram`, run in a process of its own.
+
+    `partial_config`: the config sets these keys and keeps the others the stack has (an operation
+    that does not run the program of a project node, whose config is its own).
     """
 
     project: str
     environment: str
     node: str
-    program: ProgramFn = field(compare=False, repr=False)
+    program: ProgramFn | HostedProgram = field(compare=False, repr=False)
     config: Mapping[str, ConfigValue] = field(default_factory=dict, compare=False)
     pulumi_name: str = ""
+    partial_config: bool = False
 
     @property
     def pulumi_project(self) -> str:
@@ -75,8 +81,9 @@ class StackSpec:
 
     @property
     def label(self) -> str:
-        """How people name it: environment/node (a project of its own: project/stack)."""
-        if self.pulumi_name:
+        """How people name it: environment/node (a rehearsed project, which is its own node
+        outside any graph: project/stack)."""
+        if self.pulumi_name and self.pulumi_name == self.node:
             return f"{self.pulumi_name}/{self.environment}"
         return f"{self.environment}/{self.node}"
 

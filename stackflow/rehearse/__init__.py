@@ -4,7 +4,7 @@ project       Pulumi.yaml, the stack files, the program's folder and entry file
 config        the stack's config: Pulumi.yaml defaults, then Pulumi.<stack>.yaml's values
 secrets       secure values, decrypted with the project's passphrase
 dependencies  the project's pins and imports, against stackflow's environment
-program       the entry file as an inline program, run as Pulumi's Python host runs it
+program       the entry file, run as Pulumi's Python host runs it, in a process of its own
 rehearsal     prepare, then run: a survey preview, then the update (or a destroy)
 """
 

@@ -45,7 +45,7 @@ def project_config(
             value = declared.get("value", declared.get("default"))
             secret = bool(declared.get("secret"))
         if value is not None:
-            config[full] = ConfigValue(_text(value), secret=secret)
+            config[full] = ConfigValue(text(value), secret=secret)
     config.update(_stack_values(project, stack, environ))
     return config
 
@@ -83,7 +83,7 @@ def _stack_values(
         if value is None:
             continue
         opened = _opened(value, decrypt) if decrypt is not None else value
-        found[str(key)] = ConfigValue(_text(opened), secret=str(key) in secure)
+        found[str(key)] = ConfigValue(text(opened), secret=str(key) in secure)
     return found
 
 
@@ -108,7 +108,7 @@ def _opened(value: Any, decrypt: Callable[[str], str]) -> Any:
     return value
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
     """A config value as Pulumi hands it to a program."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -26,6 +26,7 @@ from stackflow.engine.base import (
     ResourceEvent,
     StackSpec,
 )
+from stackflow.engine.hosted import HostedProgram
 from stackflow.errors import (
     OperationCancelled,
     ProgramFailed,
@@ -36,7 +37,7 @@ from stackflow.errors import (
 from stackflow.progress import NodeChanged, NodeState, ResourceProgress, ResourcesDeclared, hub
 from stackflow.rehearse.config import project_config
 from stackflow.rehearse.dependencies import check_dependencies
-from stackflow.rehearse.program import ProjectProgram
+from stackflow.rehearse.program import project_program
 from stackflow.rehearse.project import ProjectError, PulumiProject, load_project
 from stackflow.rehearse.secrets import passphrase_from
 from stackflow.settings import Settings
@@ -58,7 +59,7 @@ class Rehearsal:
     stack: str
     action: Action
     spec: StackSpec
-    program: ProjectProgram
+    program: HostedProgram
     cloud: str  # local or aws
     target: str  # where, in the words every report uses: "local cloud" or "AWS"
     secrets: tuple[str, ...] = field(default=(), repr=False)  # to mask, beyond the config's
@@ -98,7 +99,7 @@ def prepare(
     config = {**stack_config(settings), **project_config(project, name, environ)}
     if settings.cloud == "local":
         config.pop("aws:profile", None)  # never the user's AWS on the local cloud
-    program = ProjectProgram(project)
+    program = project_program(project, f"{project.name}/{name}")
     spec = StackSpec(
         settings.project, name, project.name, program, config, pulumi_name=project.name
     )
@@ -200,11 +201,11 @@ def _survey(engine: Engine, rehearsal: Rehearsal, listener: Listener) -> Operati
     try:
         return engine.survey(rehearsal.spec, listener)
     except UnservedTypes as exc:
-        others = unserved_types(rehearsal.program.types)
+        others = unserved_types(rehearsal.program.declared)
         found = [*exc.resources, *others]
         raise UnservedTypes(rehearsal.name, found, exc.functions, exc.stopped) from None
     except StackError as exc:
-        others = unserved_types(rehearsal.program.types) if rehearsal.cloud == "local" else []
+        others = unserved_types(rehearsal.program.declared) if rehearsal.cloud == "local" else []
         if others:
             stopped = stopped_at(exc) if isinstance(exc, ProgramFailed) else None
             raise UnservedTypes(rehearsal.name, others, stopped=stopped) from None

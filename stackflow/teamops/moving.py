@@ -317,7 +317,7 @@ def _move_stacks(
     from stackflow.engine.automation.transfer import BackendSession, StackRef
 
     redactor = Redactor([source.passphrase, *([team_passphrase] if team_passphrase else [])])
-    home = _pulumi_home(settings)
+    home = cli_home(settings)
     old = BackendSession(source.backend_url, source.passphrase, pulumi_home=home, redactor=redactor)
     new = BackendSession(
         target_url,
@@ -376,7 +376,9 @@ def _move_record(old: Records, team: Records, key: str) -> str:
         return "kept the team's (it differs from the folder's)"
 
 
-def _pulumi_home(settings: Settings) -> Path | None:
+def cli_home(settings: Settings) -> Path | None:
+    """The Pulumi home a team operation's CLI uses: the local cloud's own (its plugins), else
+    the user's (None)."""
     if settings.cloud != "local":
         return None
     from stackflow.localcloud.paths import pulumi_home

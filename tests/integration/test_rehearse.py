@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.realenv import cli, process_env
-from tests.realenv import test_project as stackflow_project
+from tests.integration.project_support import rehearse_env, write_project
+from tests.realenv import cli
 
 pytestmark = pytest.mark.integration
 
@@ -73,20 +73,6 @@ aws.sfn.Activity("jobs", name=name)
 """
 
 
-def write_project(folder: Path, name: str, program: str, files: dict[str, str]) -> Path:
-    """A Pulumi Python project: Pulumi.yaml, __main__.py and `files` (path -> text)."""
-    folder.mkdir(parents=True)
-    (folder / "Pulumi.yaml").write_text(
-        f"name: {name}\nruntime:\n  name: python\n  options:\n    virtualenv: venv\n"
-        "config:\n  greeting:\n    type: string\n    default: hello\n"
-    )
-    (folder / "__main__.py").write_text(program)
-    for path, text in files.items():
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_text(text)
-    return folder
-
-
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
@@ -94,15 +80,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """The command's environment: a state folder of the test's own, no Prefect server."""
-    from stackflow.pulumi_cli import cache_root
-
-    return process_env(
-        {
-            "STACKFLOW_CACHE_DIR": str(cache_root()),
-            "STACKFLOW_PROJECT_DIR": str(stackflow_project(tmp_path / "stackflow-project")),
-            "STACKFLOW_STATE_DIR": str(tmp_path / "state"),
-        }
-    )
+    return rehearse_env(tmp_path)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from pathlib import Path
 import pulumi
 import pytest
 
+from stackflow.engine.automation.host.child import absolute_paths
 from stackflow.rehearse.config import project_config
 from stackflow.rehearse.dependencies import DependencyError, check_dependencies
-from stackflow.rehearse.program import _absolute_paths
 from stackflow.rehearse.project import ProjectError, load_project
 from stackflow.rehearse.rehearsal import unserved_types
 from stackflow.rehearse.secrets import SecureValueError
@@ -198,7 +198,7 @@ def test_relative_asset_paths_become_the_program_folders(tmp_path: Path) -> None
     asset, archive = pulumi.FileAsset("www/index.html"), pulumi.FileArchive("./app")
     absolute = pulumi.FileAsset("/srv/x")
     props = {"source": asset, "code": pulumi.AssetArchive({"a": archive}), "l": [absolute]}
-    _absolute_paths(props, tmp_path)
+    absolute_paths(props, tmp_path)
     assert asset.path == str(tmp_path / "www/index.html")
     assert archive.path == str(tmp_path / "app") and absolute.path == "/srv/x"
 

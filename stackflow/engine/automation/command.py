@@ -118,6 +118,29 @@ class RunningCommands:
             return self._stalled.pop(work_dir, None)
 
 
+class LockWatchers:
+    """Who wants to know the pid of each `pulumi` that takes a stack's lock, by workspace folder
+    (a `RunningCommands.on_locking`: the holder records keep those pids)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_folder: dict[str, Callable[[int], None]] = {}
+
+    def watch(self, work_dir: str, on_pid: Callable[[int], None] | None) -> None:
+        """Tell `on_pid` of each locking command run in `work_dir` (None: stop telling)."""
+        with self._lock:
+            if on_pid is None:
+                self._by_folder.pop(work_dir, None)
+            else:
+                self._by_folder[work_dir] = on_pid
+
+    def __call__(self, work_dir: str, pid: int) -> None:
+        with self._lock:
+            told = self._by_folder.get(work_dir)
+        if told is not None:
+            told(pid)
+
+
 def _stop_group(process: subprocess.Popen[str]) -> None:
     """Stop `process` and its process group (its provider plugins) when it still runs."""
     if process.poll() is None:

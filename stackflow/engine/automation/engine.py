@@ -18,11 +18,12 @@ import pulumi.automation as auto
 from pulumi.automation.events import EngineEvent
 
 from stackflow.engine.automation.changes import counts
-from stackflow.engine.automation.command import RunningCommands
+from stackflow.engine.automation.command import LockWatchers, RunningCommands
 from stackflow.engine.automation.failures import stale_lock_advice
+from stackflow.engine.automation.host import Hosts, stamp_job
 from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.observer import StepObserver
-from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.program import operation_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.stackstate import exported_state, read_state
 from stackflow.engine.automation.survey import survey_preview
@@ -72,24 +73,14 @@ class AutomationEngine:
         self._running: dict[str, auto.Stack] = {}
         self._cancelled: set[str] = set()
         self._lock_conflicts: dict[str, int] = {}
-        self._lockers: dict[str, Callable[[int], None]] = {}
         self._opening: dict[str, threading.Lock] = {}
-        self.commands.on_locking = self._locking
+        self.hosts = Hosts()  # the programs running in a process of their own
+        self.lockers = LockWatchers()
+        self.commands.on_locking = self.lockers
 
     def watch_locks(self, spec: StackSpec, on_pid: Callable[[int], None] | None) -> None:
         """Tell `on_pid` the pid of each `pulumi` of ours that takes `spec`'s lock (None: stop)."""
-        work_dir = str(self.ws.work_dir(spec))
-        with self._guard:
-            if on_pid is None:
-                self._lockers.pop(work_dir, None)
-            else:
-                self._lockers[work_dir] = on_pid
-
-    def _locking(self, work_dir: str, pid: int) -> None:
-        with self._guard:
-            told = self._lockers.get(work_dir)
-        if told is not None:
-            told(pid)
+        self.lockers.watch(str(self.ws.work_dir(spec)), on_pid)
 
     # -- errors --
 
@@ -200,11 +191,9 @@ class AutomationEngine:
             f"{operation.value} {spec.pulumi_project}/{stack.name} on the {self.settings.target_label} "
             f"(backend {self.ws.backend_url})"
         )
-        program = pulumi_program(
-            spec.program,
-            listener.declared,
-            stamp if operation in (Operation.UP, Operation.PREVIEW) else None,
-            self.ws.passphrase,
+        runs = operation in (Operation.UP, Operation.PREVIEW)
+        program, hosted = operation_program(
+            spec.program, runs, listener.declared, stamp if runs else None, self.ws.passphrase
         )
 
         observer = StepObserver(spec, operation, listener)
@@ -223,7 +212,12 @@ class AutomationEngine:
             "program": program,
         }
         outputs: dict[str, OutputValue] = {}
-        with self._running_on(spec, stack):
+        job = stamp_job(spec, stamp, self.ws.passphrase, self.ws.learn) if hosted else {}
+        with (
+            self._running_on(spec, stack),
+            self.hosts.serving(spec, hosted, job, listener) as address,
+            stack.served_at(address),
+        ):
             if plan is not None:
                 plan.parent.mkdir(parents=True, exist_ok=True)
             if operation is Operation.UP:
@@ -352,6 +346,7 @@ class AutomationEngine:
             if stack is None:
                 return
             self._cancelled.add(spec.label)
+        self.hosts.kill(spec.label)  # its own session: no Ctrl-C reached it; a loop ends too
         if not interrupt:
             return
         if not self.ws.pulumi_cloud:

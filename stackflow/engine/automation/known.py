@@ -17,7 +17,8 @@ know: on Pulumi Cloud, without the passphrase that opens the seal, or with no su
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pulumi.automation as auto
@@ -50,6 +51,37 @@ class KnownStack(auto.Stack):
         self._mode = StackInitMode.SELECT
         self.read_outputs = read_outputs
         self._summary: auto.UpdateSummary | None = None
+        self.client: str | None = None  # where a program of its own serves (see `served_at`)
+
+    @contextlib.contextmanager
+    def served_at(self, address: str | None) -> Iterator[None]:
+        """Inside, the stack's operations run the program served at `address` (a language
+        server in a process of its own, `host.ProgramHost`) instead of an inline program in this
+        process: the CLI is told `--client=<address>`, as the SDK tells it its own server's."""
+        if address is None:
+            yield
+            return
+        program, self.workspace.program = self.workspace.program, None
+        self.client = address
+        try:
+            yield
+        finally:
+            self.client = None
+            self.workspace.program = program
+
+    def _run_pulumi_cmd_sync(
+        self,
+        args: list[str],
+        on_output: auto.OnOutput | None = None,
+        on_error: auto.OnOutput | None = None,
+    ) -> auto.CommandResult:
+        """The SDK's command runner, pointing the CLI at the served program when there is one:
+        with no inline program the SDK asks for a local one (`--exec-kind auto.local`)."""
+        if self.client is not None and "--exec-kind" in args:
+            at = args.index("--exec-kind") + 1
+            args[at] = "auto.inline"  # no program folder of the CLI's own to read plugins from
+            args.insert(at + 1, f"--client={self.client}")
+        return super()._run_pulumi_cmd_sync(args, on_output, on_error)
 
     def expect(self) -> None:
         """Before an operation: forget the last one's summary."""

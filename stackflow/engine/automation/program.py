@@ -7,12 +7,16 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi.automation as auto
 
 from stackflow.engine.base import INTERNAL_OUTPUT, ProgramFn
+from stackflow.engine.hosted import HostedProgram
+
+if TYPE_CHECKING:
+    from stackflow.secretbox import StampSeal
 
 # pulumi_aws loads its submodules (ec2, rds, ...) on first attribute access, and that first load
 # is not thread-safe: two programs touching `aws.ec2` at once in one process (several environments
@@ -27,12 +31,23 @@ def declared_exports(program: ProgramFn) -> Mapping[str, Any]:
         return program()
 
 
-def stamp_output(
-    stamp: Mapping[str, Any], exports: Mapping[str, Any], passphrase: str | None
-) -> Any:
+Sealer = Callable[[str], "StampSeal"]
+"""The seal of a stamp, from its fingerprint."""
+
+
+def passphrase_sealer(passphrase: str | None) -> Sealer | None:
+    """Seals under a key derived from the state passphrase (None: no passphrase, no seal)."""
+    if not passphrase:
+        return None
+    from stackflow.secretbox import StampSeal
+
+    return lambda fingerprint: StampSeal(passphrase, fingerprint)
+
+
+def stamp_output(stamp: Mapping[str, Any], exports: Mapping[str, Any], seal: Sealer | None) -> Any:
     """The output an update records for stackflow, atomic with the update itself: its stamp (the
     fingerprint of the inputs, the stackflow version) and, sealed with a key derived from the
-    state passphrase, the values of every export. A later run skips the stack only when the
+    state passphrase (`seal`), the values of every export. A later run skips the stack only when the
     checkpoint's stamp matches its own inputs, and takes the secret outputs from the seal (no
     `pulumi` process to decrypt them). The seal is ciphertext, so it is stored as a plain output
     (Pulumi would otherwise encrypt the ciphertext again under its own slower key).
@@ -45,16 +60,14 @@ def stamp_output(
         known = pulumi.Output.from_input(asyncio.wrap_future(fingerprint))
         return known.apply(
             lambda fp: pulumi.Output.from_input(
-                stamp_output({**stamp, "fingerprint": fp}, exports, passphrase)
+                stamp_output({**stamp, "fingerprint": fp}, exports, seal)
             )
         )
     record: dict[str, Any] = dict(stamp)
-    if passphrase and exports:
-        from stackflow.secretbox import StampSeal
-
-        seal = StampSeal(passphrase, str(fingerprint))
-        sealed = pulumi.Output.all(**exports).apply(seal.seal)
-        record["salt"] = seal.salt
+    if seal is not None and exports:
+        sealer = seal(str(fingerprint))
+        sealed = pulumi.Output.all(**exports).apply(sealer.seal)
+        record["salt"] = sealer.salt
         record["sealed"] = pulumi.Output.unsecret(sealed)
     return record
 
@@ -89,8 +102,32 @@ def pulumi_program(
         for key, value in exports.items():
             pulumi.export(key, value)
         if stamp is not None:
-            pulumi.export(INTERNAL_OUTPUT, stamp_output(stamp, exports, passphrase))
+            pulumi.export(
+                INTERNAL_OUTPUT, stamp_output(stamp, exports, passphrase_sealer(passphrase))
+            )
         if on_declared is not None:
             on_declared(declared)
 
     return declare
+
+
+def in_process(program: ProgramFn | HostedProgram) -> ProgramFn:
+    """What runs in this process for `program`: itself, or for a program hosted in a process of
+    its own, nothing (an operation that runs it serves it from there; one that does not, such
+    as a refresh or a destroy, declares nothing)."""
+    return dict if isinstance(program, HostedProgram) else program
+
+
+def operation_program(
+    program: ProgramFn | HostedProgram,
+    runs: bool,
+    on_declared: Callable[[int], None] | None,
+    stamp: Mapping[str, Any] | None,
+    passphrase: str | None,
+) -> tuple[auto.PulumiFn | None, HostedProgram | None]:
+    """What an operation runs: an inline program (see `pulumi_program`), or for a program hosted
+    in a process of its own that the operation runs (`runs`: a preview or an up), that program,
+    for the engine to serve from there."""
+    if isinstance(program, HostedProgram) and runs:
+        return None, program
+    return pulumi_program(in_process(program), on_declared, stamp, passphrase), None

@@ -32,7 +32,7 @@ from typing import Any
 import pulumi.automation as auto
 
 from stackflow.engine.automation.command import run_stack_command
-from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.program import in_process, pulumi_program
 from stackflow.engine.automation.stackstate import read_state
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import Fence, Listener, StackSpec
@@ -94,7 +94,7 @@ def recover(
         stack.refresh(
             clear_pending_creates=True,
             on_output=listener.line,
-            program=pulumi_program(spec.program),
+            program=pulumi_program(in_process(spec.program)),
         )
     return Recovery(unlocked, tuple(verdicts), len(pending) - len(creates), where)
 

@@ -177,7 +177,7 @@ def apply_config(
         return key if ":" in key else f"{spec.pulumi_project}:{key}"
 
     asked = {full(key) for key in wanted}
-    stale = [key for key in stored if key not in asked]
+    stale = [] if spec.partial_config else [key for key in stored if key not in asked]
     plain_and_same = not any(item.secret for item in wanted.values()) and all(
         stored.get(full(key)) == item.value for key, item in wanted.items()
     )

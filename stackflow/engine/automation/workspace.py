@@ -17,7 +17,7 @@ from stackflow.backends import Backend, backend_for
 from stackflow.engine.automation.changes import secret_strings
 from stackflow.engine.automation.command import PulumiCLI, RunningCommands, find_pulumi_cli
 from stackflow.engine.automation.known import KnownStack
-from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.program import in_process, pulumi_program
 from stackflow.engine.automation.stackfile import (
     apply_config,
     forget_cached_salt,
@@ -239,7 +239,7 @@ class Workspaces:
                 opened = auto.create_stack(
                     stack_name=name,
                     project_name=spec.pulumi_project,
-                    program=pulumi_program(spec.program),
+                    program=pulumi_program(in_process(spec.program)),
                     opts=self._options(spec),
                 )  # `stack init` alone: no `stack select` that is known to fail first
             elif exists is False:
@@ -260,7 +260,7 @@ class Workspaces:
 
     def _sdk_open(self, spec: StackSpec, name: str, create: bool) -> auto.Stack | None:
         """The SDK's create-or-select (or select: None if missing), where the CLI must answer."""
-        program, options = pulumi_program(spec.program), self._options(spec)
+        program, options = pulumi_program(in_process(spec.program)), self._options(spec)
         if create:
             return auto.create_or_select_stack(
                 stack_name=name, project_name=spec.pulumi_project, program=program, opts=options
@@ -276,7 +276,7 @@ class Workspaces:
         """The stack's LocalWorkspace (writes its Pulumi.yaml; no process), as the SDK makes one
         for an inline program."""
         options = self._options(spec)
-        options.program = pulumi_program(spec.program)
+        options.program = pulumi_program(in_process(spec.program))
         assert options.project_settings is not None
         if options.project_settings.main is None:
             options.project_settings.main = os.getcwd()
@@ -347,6 +347,12 @@ class Workspaces:
 
     # -- secrets --
 
+    def _holds_secret(self, value: object) -> bool:
+        """Whether an output holds a secret this engine knows (a program that exported the
+        passphrase it read from a file): such an output is kept secret, never shown."""
+        text = value if isinstance(value, str) else repr(value)
+        return self.redactor(text) != text
+
     def learn(self, *values: str) -> None:
         fresh = [v for v in values if v]
         with self._guard:
@@ -365,7 +371,7 @@ class Workspaces:
     ) -> dict[str, OutputValue]:
         """Typed outputs; every secret in them is learnt (and taught to the listener)."""
         outputs = {
-            key: OutputValue(item.value, secret=item.secret)
+            key: OutputValue(item.value, secret=item.secret or self._holds_secret(item.value))
             for key, item in raw.items()
             if key != INTERNAL_OUTPUT  # stackflow's own record, read by the skip path only
         }
