@@ -63,6 +63,7 @@ def publish_status(records: Any, stacks: list[str], environment: str | None = No
         OVERVIEW_KEY,
         environment_page,
         gone_page,
+        headline,
         overview,
         page_key,
     )
@@ -81,6 +82,5 @@ def publish_status(records: Any, stacks: list[str], environment: str | None = No
     create_markdown_artifact(
         markdown=environment_page(mine, ui) if mine is not None else gone_page(environment),
         key=page_key(environment),
-        description=f"stackflow environment {environment}: "
-        + (f"{mine.condition}" if mine is not None else "not deployed"),
+        description=headline(mine) if mine is not None else f"`{environment}`: destroyed",
     )

@@ -64,6 +64,21 @@ def expiry_words(e: EnvironmentStatus, now: float) -> str:
     return when(e.expires_at) + (f" (in {age(left)})" if left > 0 else " (passed)")
 
 
+def headline(e: EnvironmentStatus) -> str:
+    """The environment in one line (the page's description, which the UI shows above the page's
+    versions): condition, why, the commit deployed, health and URL."""
+    parts = [f"`{e.environment}`: **{e.condition}**"]
+    if e.condition != "ready" or (e.branch is not None and e.branch["behind"]):
+        parts.append(markdown_cell(e.why))  # when ready, the rest says all of it
+    if e.commit:
+        parts.append(f"deployed {_short(e.commit)}")
+    if e.health is not None:
+        parts.append(health_words(e))
+    if e.url:
+        parts.append(markdown_cell(e.url))
+    return " — ".join(p for p in parts if p)[:2000]
+
+
 def overview(
     environments: list[EnvironmentStatus], ui_url: str | None = None, now: float | None = None
 ) -> str:
