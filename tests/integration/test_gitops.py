@@ -471,7 +471,9 @@ def test_a_refused_commit_says_why_in_status_its_page_and_the_metrics(
     (twice: refused, then held); its reason, the error line the command line prints, is what the
     sync records, what its flow run ends with (no traceback in its log), and what `status` text
     and JSON, the environment's page in Prefect and the Prometheus file say, beside the commit
-    still deployed and the app's health from its last verify."""
+    still deployed and the app's health from its last verify. Then a commit whose migration file
+    is misnamed, refused by the commit's own run (its `up` checks its files first): the sync
+    records the run's error line, never "exit code 1"."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
     from prefect.client.schemas.sorting import ArtifactSort
@@ -522,3 +524,17 @@ def test_a_refused_commit_says_why_in_status_its_page_and_the_metrics(
         )
     assert len(pages) >= 2, pages  # the deploys' versions, then the refusal's: its history
     assert reason in str(pages[0].data) and f"`{deployed[:12]}`" in str(pages[0].data)
+
+    misnamed = worker.commit(
+        "a misnamed migration",
+        {name: worker.environment_file(desired_count=1), "migrations/V009_bad.sql": "SELECT 1;\n"},
+    )
+    failed = sync(worker.environment)
+    assert failed.is_failed(), failed
+    attempt = gitops_record(worker)["attempted"]
+    assert attempt["commit"] == misnamed and attempt["result"] == "failed", attempt
+    said = "V009_bad.sql: malformed migration file name"
+    assert said in attempt["message"] and "exit code" not in attempt["message"], attempt
+    assert said in (failed.message or "")
+    shown = cli(env, "status", "--env", worker.environment).stdout
+    assert f"commit {misnamed[:12]} failed 1 time(s) in a row: " in shown and said in shown, shown
