@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from flows.deployed import ensure_known, holds_resources, serve_local_cloud
 from flows.gate import gated_up, planners, previewed_migrations
+from flows.pages import publish_status, record_run_history
 from flows.scope import check_scope
 from flows.summary import (
     DriftDetected,
@@ -24,7 +25,6 @@ from flows.summary import (
     current_flow_run_id,
     flow_run_url,
     publish,
-    publish_status,
 )
 from flows.walk import announce_phase, build_context, steps_of, walk_graph
 from stackflow.engine import Operation
@@ -39,6 +39,7 @@ from stackflow.records.environments import (
     records_of,
 )
 from stackflow.settings import Settings, get_settings, validate_environment_name
+from stackflow.status.history import forget_history
 from stackflow.status.records import (
     Outcome,
     end_run,
@@ -175,6 +176,9 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     summary.duration_s = time.monotonic() - started
     if ended.interrupted and not summary.failed:
         summary.stopped = "interrupted: running operations were cancelled; nothing new started"
+    if op is not Operation.PREVIEW:
+        with contextlib.suppress(StackflowError):  # a report: never what decides the run
+            record_run_history(records, summary, run_id, stacks)
     publish(summary)
     if op is Operation.UP:
         succeeded = not (summary.failed or summary.stopped)
@@ -185,9 +189,10 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     if op is Operation.DESTROY and not request.stacks and not (summary.failed or summary.stopped):
         forget(records, settings.environment)  # gone: it may be deployed anywhere next
         forget_environment(records, settings.environment)
+        forget_history(records, settings.environment)
     if op is not Operation.PREVIEW:
         with contextlib.suppress(StackflowError):  # a report: never what decides the run
-            publish_status(records, ctx.graph.stacks)
+            publish_status(records, ctx.graph.stacks, settings.environment)
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
     if summary.failed:

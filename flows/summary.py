@@ -287,19 +287,6 @@ def flow_run_going(flow_run_id: str) -> bool:
     return state is not None and not state.is_final()
 
 
-def publish_status(records: Any, stacks: list[str]) -> None:
-    """Every recorded environment's status as the `stackflow-status` artifact (each run
-    refreshes it, so the UI shows what `status` prints)."""
-    from stackflow.status.report import collect, markdown
-
-    found = collect(records, stacks, flow_run_going)
-    create_markdown_artifact(
-        markdown=markdown(found),
-        key="stackflow-status",
-        description=f"stackflow: {len(found)} environment(s), conditions per stack",
-    )
-
-
 def current_flow_run_id() -> str | None:
     """This flow run's id (None outside a flow run)."""
     from prefect.runtime import flow_run

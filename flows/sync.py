@@ -18,6 +18,7 @@ that exits 0 without the summary the worker expects is recorded as failed, never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -29,15 +30,19 @@ from typing import Any
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
+from prefect.client.schemas.objects import State
 from prefect.logging import get_run_logger
+from prefect.states import Failed
 
 from flows.events import emit_environment_event
 from flows.handoff import REQUIRED_FILES, Handoff, check_handoff, verify_summary
+from flows.pages import publish_status
 from flows.summary import current_flow_run_id, flow_run_going
 from stackflow import exits
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError, export_commit, masked_repository
+from stackflow.graphs import graph_of
 from stackflow.records.environments import read as read_environment
 from stackflow.records.environments import records_of
 from stackflow.settings import Settings, get_settings
@@ -182,22 +187,30 @@ def run_commit(settings: Settings, checkout: Path, head: str) -> tuple[int, dict
         text=True,
     ) as child:
         assert child.stderr is not None and child.stdout is not None
+        said = ""  # the last `error:` line: why, when the run printed no JSON saying it
         for line in child.stderr:  # its progress lines (already masked by stackflow)
             if line.strip():
                 logger.info("%s", line.rstrip())
+            if line.startswith("error:"):
+                said = line.removeprefix("error:").strip()
         out = child.stdout.read()
         code = child.wait()
     try:
         summary = json.loads(out) if out.strip() else {}
     except ValueError:
         summary = {}
-    return code, summary if isinstance(summary, dict) else {}
+    summary = summary if isinstance(summary, dict) else {}
+    if code != exits.OK and said and not summary.get("error"):
+        summary["error"] = said
+    return code, summary
 
 
 def _result_of(code: int, summary: dict[str, Any]) -> tuple[sync.Result, str]:
     if code == exits.OK:
         return sync.Result.SUCCEEDED, "deployed"
-    why = str(summary.get("failed") or summary.get("stopped") or f"exit code {code}")
+    # a run refused before it started prints only the CLI's outcome: its `error`, on one line
+    error = " ".join(str(summary.get("error") or "").split())
+    why = str(summary.get("failed") or summary.get("stopped") or error or f"exit code {code}")
     decisions = [a.get("decision") for a in summary.get("approvals") or []]
     if code == exits.REJECTED and decisions and decisions[-1] == "expired":
         return sync.Result.EXPIRED, why
@@ -334,6 +347,8 @@ def _report(settings: Settings, outcome: dict[str, Any]) -> None:
         key=f"sync-{env}",
         description=f"stackflow sync of {env} to {outcome['commit'][:12]}",
     )
+    with contextlib.suppress(StackflowError):  # the environment's page says what the sync did
+        publish_status(records_of(settings), graph_of(settings).stacks, env)
     emit_environment_event(
         "stackflow.gitops.synced",
         env,
@@ -348,8 +363,9 @@ def _report(settings: Settings, outcome: dict[str, Any]) -> None:
 
 
 @flow(name="sync", flow_run_name="sync-{environment}", log_prints=False, persist_result=False)
-def sync_environment(environment: str) -> dict[str, Any]:
-    """Deploy the commit the environment's branch points at, if it is not deployed yet.
+def sync_environment(environment: str) -> dict[str, Any] | State:
+    """Deploy the commit the environment's branch points at, if it is not deployed yet. A
+    commit that did not deploy ends the run Failed with its reason (recorded), no traceback.
 
     Args:
         environment: an environment whose file names a branch under [git].
@@ -361,4 +377,8 @@ def sync_environment(environment: str) -> dict[str, Any]:
     repository, branch = following(settings)
     git = Git(repository, token_of(settings.git.credentials_block))
     head = git.head_of(branch)
-    return sync_commit(settings, git, branch, head)
+    try:
+        return sync_commit(settings, git, branch, head)
+    except SyncFailed as exc:  # an expected outcome, recorded: its reason, not a traceback
+        get_run_logger().error("%s", exc)
+        return Failed(message=str(exc))

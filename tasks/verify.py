@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.error
 import urllib.request
@@ -15,12 +16,16 @@ from programs.app import AppOutputs
 from stackflow.errors import StackError, TransientStackError
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
+from stackflow.records import RecordsError
 from stackflow.retry import health_policy
+from stackflow.status.history import record_health
 from tasks.context import RunContext, StackOutcome
 
 
 class HealthCheckFailed(TransientStackError):
-    """The app did not answer its health check yet."""
+    """The app did not answer its health check yet (`answer`: its HTTP status, None if none)."""
+
+    answer: int | None = None
 
 
 @task(
@@ -41,7 +46,9 @@ def verify_health(url: str, path: str, timeout_s: float = 10.0) -> int:
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         raise HealthCheckFailed("app", f"{target} not reachable yet: {exc}") from None
     if status >= 400:
-        raise HealthCheckFailed("app", f"{target} answered {status}")
+        unhealthy = HealthCheckFailed("app", f"{target} answered {status}")
+        unhealthy.answer = status
+        raise unhealthy
     logger.info("app healthy: %s answered %s", target, status)
     return status
 
@@ -68,11 +75,37 @@ def verify_step(
         check_url(app.url)
         status = verify_health.with_options(**health_policy().task_options())(app.url, path)
     except Exception as exc:
-        ctx.publish(node, NodeState.FAILED, detail=ctx.redactor(str(exc)))
+        detail = ctx.redactor(str(exc))
+        _record_health(ctx, app.url, path, False, getattr(exc, "answer", None), detail)
+        ctx.publish(node, NodeState.FAILED, detail=detail)
         raise
     note = f"{app.url}{path} answered {status}"
+    _record_health(ctx, app.url, path, True, status, note)
     ctx.publish(node, NodeState.DONE, status="healthy", detail=note)
     return StackOutcome(node, "verify", "healthy", duration_s=time.monotonic() - started, note=note)
+
+
+def _record_health(
+    ctx: RunContext, url: str, path: str, healthy: bool, answer: int | None, detail: str
+) -> None:
+    """What `status` shows of the app's health: this answer, until the next verify (a record
+    that cannot be written is the report's loss, never the step's failure)."""
+    if ctx.records is None:
+        return
+    from prefect.runtime import flow_run
+
+    with contextlib.suppress(RecordsError):
+        record_health(
+            ctx.records,
+            ctx.settings.environment,
+            url=url,
+            path=path,
+            healthy=healthy,
+            answer=answer,
+            detail=detail,
+            commit=ctx.commit,
+            run=str(flow_run.id) if flow_run.id else None,
+        )
 
 
 def _app(upstream: Mapping[str, StackOutcome]) -> AppOutputs:

@@ -1,7 +1,8 @@
 """`python flows/run.py status [--env E] [--json] [--prometheus FILE]`: every environment found in
-stackflow's records (beside the team's backend), per stack its last operation, result, commit,
-time and condition, per environment its migrations version and the branch it follows. Reads the
-records only: no `pulumi` process, no database, no Prefect server started."""
+stackflow's records (beside the team's backend): whether it is ready and why not, the commit
+deployed and its branch's head, the app's health, the last drift check, migrations, expiry, and
+per stack its last operation (see `stackflow.status.report`). Reads the records only: no `pulumi`
+process, no database, no Prefect server started."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prometheus",
         metavar="FILE",
         type=Path,
-        help="also write the counts in Prometheus's text format to FILE (atomically; for "
+        help="also write the status in Prometheus's text format to FILE (atomically; for "
         "node_exporter's textfile collector: name it *.prom in its folder)",
     )
 
@@ -58,7 +58,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the status (a table, or one JSON object); 0."""
     from stackflow.graphs import graph_of
     from stackflow.records.environments import records_of
-    from stackflow.status.report import collect, prometheus
+    from stackflow.status.metrics import prometheus
+    from stackflow.status.report import collect
+    from stackflow.status.text import environment_lines
 
     records = records_of(settings)
     only = args.environment  # None: every environment
@@ -78,28 +80,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"no environment is recorded in {records.where}" + (f" named {only}" if only else ""))
         return 0
     for e in found:
-        follows = e.gitops or {}
-        line = f"{e.environment}  {e.condition}  ({e.kind}, {e.cloud} cloud"
-        if e.migrations_version is not None:
-            line += f", migrations version {e.migrations_version}"
-        if follows.get("branch"):
-            done = (follows.get("succeeded") or {}).get("commit") or "none yet"
-            line += f", follows {follows['branch']}: deployed {str(done)[:12]}"
-        print(line + ")")
-        if e.damaged:
-            print(f"  {e.damaged}")
-        attempt = follows.get("attempted") or {}
-        if attempt.get("result") in ("refused", "failed") and attempt.get("commit"):
-            # a commit that never deployed says why, by name, where people look
-            print(
-                f"  commit {str(attempt['commit'])[:12]} {attempt['result']}: "
-                f"{attempt.get('message') or '-'}"
-            )
-        for s in e.stacks:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.at)) if s.at else "-"
-            print(
-                f"  {s.stack:<12} {s.condition:<21} {s.operation or '-':<8} "
-                f"{s.status or '-':<10} {(s.commit or '-')[:12]:<12} {when}"
-            )
+        print("\n".join(environment_lines(e)))
     print(f"(records: {records.where})", file=sys.stderr)
     return 0

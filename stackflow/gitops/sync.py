@@ -186,6 +186,8 @@ def finish(
         new = {**current, "attempted": attempted}
         if result is Result.SUCCEEDED:
             new |= {"succeeded": {"commit": head, "at": ended}, "failures": 0, "retry_at": None}
+            if (current.get("seen") or {}).get("commit") == head:
+                new["behind_since"] = None  # at the branch's head (as last seen)
         elif result is Result.FAILED:
             failures = int(current.get("failures", 0)) + 1
             new |= {"failures": failures, "retry_at": ended + backoff_s(failures, interval_s)}
@@ -197,16 +199,26 @@ def finish(
 
 
 def note_seen(records: Records, environment: str, head: str, fields: dict[str, Any]) -> None:
-    """Record the commit the branch pointed at when this sync asked (and what it follows)."""
-    seen = {"commit": head, "at": time.time()}
+    """Record the commit the branch pointed at when this sync asked (and what it follows), and
+    since when the environment has not been at the branch's head (`behind_since`: kept across
+    newer heads until a deploy catches up, so "not converged for 30 minutes" can be told)."""
+    now = time.time()
 
     def change(value: dict[str, Any] | None) -> dict[str, Any] | None:
         current = value or {}
-        if (current.get("seen") or {}).get("commit") == head and all(
-            current.get(k) == v for k, v in fields.items()
+        seen = current.get("seen") or {}
+        behind = None
+        if (current.get("succeeded") or {}).get("commit") != head:
+            behind = current.get("behind_since") or now
+        if (
+            seen.get("commit") == head
+            and all(current.get(k) == v for k, v in fields.items())
+            and current.get("behind_since") == behind
         ):
             return None  # nothing new: no write on every quiet sync
-        return {**current, **fields, "seen": seen}
+        if seen.get("commit") != head:
+            seen = {"commit": head, "at": now}
+        return {**current, **fields, "seen": seen, "behind_since": behind}
 
     update(records, key(environment), change)
 

@@ -1,6 +1,10 @@
-"""`status`: every environment found in stackflow's records, per stack its last operation, result,
-commit, time and condition, per environment its migrations version and the branch it follows;
-as JSON, as a markdown table (the `stackflow-status` artifact), and in Prometheus's text format.
+"""`status`: every environment found in stackflow's records and what it answers: per environment
+whether it is ready and why not, the commit deployed and the head of the branch it follows (and,
+when they differ, why: a refused commit with its reason, a run in progress, a plan waiting for
+approval), the app's health from the last verify, the last drift check, the migrations version,
+the expiry of an ephemeral one and its recent runs; per stack its last operation, result, last
+success and last failure. `stackflow.status.text` shows it in a terminal, `.pages` as the
+Prefect artifacts, `.metrics` in Prometheus's text format; `as_dict` is the JSON.
 
 Conditions, the first that holds:
 
@@ -27,6 +31,8 @@ from typing import Any
 from stackflow.gitops import sync
 from stackflow.records import DamagedRecord, Records
 from stackflow.records.environments import EnvironmentRecord, environment_names, read
+from stackflow.status.explain import branch_status, why
+from stackflow.status.history import read_health, read_history
 from stackflow.status.records import migrations_key, run_key, stack_key
 
 DAMAGED = "damaged record"  # one of its records cannot be read: the rest of status still shows
@@ -56,6 +62,9 @@ class StackStatus:
     note: str = ""
     succeeded_commit: str | None = None
     succeeded_at: float | None = None
+    last_success_at: float | None = None  # its last operation that succeeded (a check too)
+    last_failure: dict[str, Any] | None = None  # at, operation, status, note, run, commit
+    drift_since: float | None = None  # the first drift check that found what is still there
 
 
 @dataclass
@@ -73,6 +82,14 @@ class EnvironmentStatus:
     run: dict[str, Any] | None = None
     gitops: dict[str, Any] | None = None
     damaged: str = ""  # a record of it that cannot be read: which, and what to do
+    why: str = ""  # the condition in words: what is wrong or going on, or what it runs
+    commit: str | None = None  # the commit deployed (a sync's, else the stacks' newest)
+    branch: dict[str, Any] | None = None  # the branch followed: head, deployed, behind, why
+    url: str | None = None  # the app's URL (its stacks' `url` output)
+    health: dict[str, Any] | None = None  # the last verify: url, path, healthy, answer, at
+    drift: dict[str, Any] | None = None  # the last drift check: at, stacks, found, since
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stack, masked
+    runs: list[dict[str, Any]] = field(default_factory=list)  # the last runs, newest first
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +133,14 @@ def _stack(
         last.get("note") or "",
         ok.get("commit"),
         ok.get("at"),
+        max(
+            (
+                t
+                for t in (ok.get("at"), last.get("at") if last.get("result") == "ok" else None)
+                if t
+            ),
+            default=None,
+        ),
     )
 
 
@@ -175,7 +200,14 @@ def _environment(
     conditions = {r.condition for r in rows}
     condition = next((c for c in CONDITIONS if c in conditions), "not deployed")
     expires = record.created + record.ttl_hours * 3600 if record.ttl_hours is not None else None
-    return EnvironmentStatus(
+    history = read_history(records, record.name)
+    failures = history.get("failures") or {}
+    drift = history.get("drift") or {}
+    since = drift.get("since") or {}
+    for row in rows:
+        row.last_failure = failures.get(row.stack)
+        row.drift_since = since.get(row.stack) if row.condition == "drifted" else None
+    status = EnvironmentStatus(
         record.name,
         record.kind,
         record.cloud,
@@ -188,99 +220,45 @@ def _environment(
         (migrations.value.get("at") if migrations else None),
         run,
         follows or None,
+        health=read_health(records, record.name),
+        outputs=dict(history.get("outputs") or {}),
+        runs=list(history.get("runs") or []),
     )
+    status.commit = _deployed_commit(follows, status.runs, rows)
+    status.url = next((str(o["url"]) for o in status.outputs.values() if o.get("url")), None)
+    if status.url is None and status.health is not None:
+        status.url = status.health.get("url")
+    status.drift = _drift(drift, rows)
+    status.branch = branch_status(follows, run, now)
+    status.why = why(status)
+    return status
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def _deployed_commit(
+    follows: dict[str, Any], runs: list[dict[str, Any]], rows: list[StackStatus]
+) -> str | None:
+    """The commit the environment runs: the last one a sync deployed, else the last successful
+    up's, else its stacks' newest success."""
+    if (follows.get("succeeded") or {}).get("commit"):
+        return str(follows["succeeded"]["commit"])
+    for entry in runs:
+        if entry.get("operation") == "up" and entry.get("result") == "succeeded":
+            return entry.get("commit")
+    done = [r for r in rows if r.succeeded_at and r.succeeded_commit]
+    return max(done, key=lambda r: r.succeeded_at or 0).succeeded_commit if done else None
 
 
-def prometheus(environments: list[EnvironmentStatus]) -> str:
-    """The counts in Prometheus's text exposition format (node_exporter's textfile collector
-    reads it from a file; `status --prometheus FILE` writes one)."""
-    lines = [
-        "# HELP stackflow_stacks_active Stacks that are deployed, by environment.",
-        "# TYPE stackflow_stacks_active gauge",
-    ]
-    for e in environments:
-        active = sum(s.condition in ACTIVE for s in e.stacks)
-        lines.append(f'stackflow_stacks_active{{environment="{_label(e.environment)}"}} {active}')
-    lines += [
-        "# HELP stackflow_stacks_failing Stacks whose last operation failed, by environment.",
-        "# TYPE stackflow_stacks_failing gauge",
-    ]
-    for e in environments:
-        failing = sum(s.condition == "failed" for s in e.stacks)
-        lines.append(f'stackflow_stacks_failing{{environment="{_label(e.environment)}"}} {failing}')
-    lines += [
-        "# HELP stackflow_stack_condition 1 for each stack's current condition.",
-        "# TYPE stackflow_stack_condition gauge",
-    ]
-    for e in environments:
-        for s in e.stacks:
-            labels = (
-                f'environment="{_label(e.environment)}",stack="{_label(s.stack)}",'
-                f'condition="{_label(s.condition)}"'
-            )
-            lines.append(f"stackflow_stack_condition{{{labels}}} 1")
-    lines += [
-        "# HELP stackflow_records_damaged 1 for each environment with a record that cannot be read.",
-        "# TYPE stackflow_records_damaged gauge",
-    ]
-    lines += [
-        f'stackflow_records_damaged{{environment="{_label(e.environment)}"}} 1'
-        for e in environments
-        if e.damaged
-    ]
-    lines += [
-        "# HELP stackflow_migrations_version The schema's migrations version, by environment.",
-        "# TYPE stackflow_migrations_version gauge",
-    ]
-    for e in environments:
-        if isinstance(e.migrations_version, int):  # a dotted version (2.0.1) is no number
-            lines.append(
-                f'stackflow_migrations_version{{environment="{_label(e.environment)}"}} '
-                f"{e.migrations_version}"
-            )
-    lines += [
-        "# HELP stackflow_migrations_version_info The schema's migrations version as text "
-        "(12, 2.0.1), by environment.",
-        "# TYPE stackflow_migrations_version_info gauge",
-    ]
-    for e in environments:
-        if e.migrations_version is not None:
-            labels = f'environment="{_label(e.environment)}",version="{_label(str(e.migrations_version))}"'
-            lines.append(f"stackflow_migrations_version_info{{{labels}}} 1")
-    return "\n".join(lines) + "\n"
-
-
-def _when(at: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) + "Z" if at else "—"
-
-
-def markdown(environments: list[EnvironmentStatus]) -> str:
-    """A table per environment (the `stackflow-status` artifact)."""
-    if not environments:
-        return "# stackflow status\n\nNo environment is recorded.\n"
-    parts = ["# stackflow status", ""]
-    for e in environments:
-        head = f"## `{e.environment}`: {e.condition}"
-        extra = [f"{e.kind}, {'local cloud' if e.cloud == 'local' else 'AWS'}"]
-        if e.migrations_version is not None:
-            extra.append(f"migrations version {e.migrations_version}")
-        follows = e.gitops or {}
-        if follows.get("branch"):
-            ok = (follows.get("succeeded") or {}).get("commit")
-            extra.append(f"follows {follows['branch']} (deployed {str(ok or '—')[:12]})")
-        parts += [head, "", e.damaged or "; ".join(extra), ""]
-        parts += [
-            "| stack | condition | last operation | result | commit | at |",
-            "|---|---|---|---|---|---|",
-        ]
-        for s in e.stacks:
-            parts.append(
-                f"| {s.stack} | {s.condition} | {s.operation or '—'} | {s.status or '—'} | "
-                f"{(s.commit or '—')[:12]} | {_when(s.at)} |"
-            )
-        parts.append("")
-    return "\n".join(parts)
+def _drift(drift: dict[str, Any], rows: list[StackStatus]) -> dict[str, Any] | None:
+    """The last drift check (when, which stacks, what it found) and the drift still there, by
+    stack with the time it was first found; None when no check is recorded."""
+    checked = drift.get("checked")
+    still = {r.stack: r.drift_since for r in rows if r.condition == "drifted"}
+    if not checked and not still:
+        return None
+    return {
+        "checked_at": (checked or {}).get("at"),
+        "checked": list((checked or {}).get("stacks") or []),
+        "run": (checked or {}).get("run"),
+        "found": sorted(still),
+        "since": {k: v for k, v in still.items() if v},
+    }

@@ -36,8 +36,9 @@ from stackflow.records.environments import (
     records_of,
 )
 from stackflow.settings import Settings, get_settings
+from stackflow.status.metrics import prometheus
 from stackflow.status.records import Outcome, record_outcomes
-from stackflow.status.report import DAMAGED, collect, prometheus
+from stackflow.status.report import DAMAGED, collect
 from tests.fixtures.localcloud import LocalCloud
 from tests.fixtures.s3backend import s3_url
 

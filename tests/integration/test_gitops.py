@@ -444,3 +444,97 @@ def test_review_runs_refuse_a_backend_that_holds_a_protected_environment(
     assert state.is_failed(), state
     assert f"holds protected environment(s) {prod.environment}" in str(state.message), state.message
     assert records.list("gitops/") == []
+
+
+def _logs(flow_run_id: Any) -> str:
+    """A flow run's log lines as Prefect stored them (this process's queued ones sent first)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import LogSort
+
+    from stackflow.localprefect import drain_prefect_queues
+
+    drain_prefect_queues()
+    with get_client(sync_client=True) as client:
+        found = client.read_logs(
+            LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])),
+            limit=200,
+            sort=LogSort.TIMESTAMP_ASC,
+        )
+    return "\n".join(log.message for log in found)
+
+
+def test_a_refused_commit_says_why_in_status_its_page_and_the_metrics(
+    worker: Repo, tmp_path: Path
+) -> None:
+    """Local cloud: a commit whose environment file names a setting that is not one is refused
+    (twice: refused, then held); its reason, the error line the command line prints, is what the
+    sync records, what its flow run ends with (no traceback in its log), and what `status` text
+    and JSON, the environment's page in Prefect and the Prometheus file say, beside the commit
+    still deployed and the app's health from its last verify. Then a commit whose migration file
+    is misnamed, refused by the commit's own run (its `up` checks its files first): the sync
+    records the run's error line, never "exit code 1"."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+    from prometheus_client.parser import text_string_to_metric_families
+
+    reason = "app.desired_cont: not a setting"
+    deployed = gitops_record(worker)["succeeded"]["commit"]
+    name = f"environments/{worker.environment}.toml"
+    bad = worker.commit("a typo", {name: worker.environment_file(desired_cont=3)})
+    refused = sync(worker.environment)
+    assert refused.is_failed(), refused
+    assert reason in (refused.message or ""), refused.message
+    log = _logs(refused.state_details.flow_run_id)
+    assert reason in log and "Traceback" not in log, log
+    attempt = gitops_record(worker)["attempted"]
+    assert attempt["commit"] == bad and attempt["result"] == "refused"
+    assert reason in attempt["message"] and "exit code" not in attempt["message"], attempt
+    held = sync(worker.environment)
+    assert held.is_completed() and held.result()["next"] == "held", held.result()
+
+    metrics = tmp_path / "stackflow.prom"
+    env = process_env(worker.variables)
+    done = cli(env, "status", "--env", worker.environment, "--prometheus", str(metrics))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"deployed {deployed[:12]}" in done.stdout
+    assert f"commit {bad[:12]} refused: " in done.stdout and reason in done.stdout, done.stdout
+    assert "healthy (200," in done.stdout, done.stdout
+    shown = status(worker)[worker.environment]
+    assert shown["commit"] == deployed and shown["branch"]["head"] == bad
+    assert reason in shown["branch"]["refused"]["reason"], shown["branch"]
+    assert shown["health"]["healthy"] is True and shown["health"]["answer"] == 200
+    assert shown["url"] and shown["health"]["url"] == shown["url"]
+    assert [r["operation"] for r in shown["runs"]][:1] == ["up"]
+    [family] = [
+        f
+        for f in text_string_to_metric_families(metrics.read_text())
+        if f.name == "stackflow_gitops_commit_refused"
+    ]
+    [sample] = family.samples
+    assert sample.labels["commit"] == bad[:12] and reason in sample.labels["reason"], sample
+
+    with get_client(sync_client=True) as client:
+        pages = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[f"environment-{worker.environment}"])
+            ),
+            sort=ArtifactSort.CREATED_DESC,
+        )
+    assert len(pages) >= 2, pages  # the deploys' versions, then the refusal's: its history
+    assert reason in str(pages[0].data) and f"`{deployed[:12]}`" in str(pages[0].data)
+
+    misnamed = worker.commit(
+        "a misnamed migration",
+        {name: worker.environment_file(desired_count=1), "migrations/V009_bad.sql": "SELECT 1;\n"},
+    )
+    failed = sync(worker.environment)
+    assert failed.is_failed(), failed
+    attempt = gitops_record(worker)["attempted"]
+    assert attempt["commit"] == misnamed and attempt["result"] == "failed", attempt
+    said = "V009_bad.sql: malformed migration file name"
+    assert said in attempt["message"] and "exit code" not in attempt["message"], attempt
+    assert said in (failed.message or "")
+    shown = cli(env, "status", "--env", worker.environment).stdout
+    assert f"commit {misnamed[:12]} failed 1 time(s) in a row: " in shown and said in shown, shown

@@ -218,8 +218,9 @@ def test_git_settings_are_checked_and_credentials_never_in_a_url(tmp_path: Path)
 
 def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> None:
     from stackflow.records.environments import record_attempt, record_outcome
+    from stackflow.status.metrics import prometheus
     from stackflow.status.records import Outcome, record_migrations, record_outcomes, record_run
-    from stackflow.status.report import collect, prometheus
+    from stackflow.status.report import collect
 
     project = make_project(tmp_path / "project")
     settings = get_settings("dev-a", project_dir=project, state_dir=tmp_path / "state", environ={})
