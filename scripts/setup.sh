@@ -61,6 +61,20 @@ if [ "$dev" = 1 ] && [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1; th
   fi
 fi
 
+# --- promtool for the alert rules' test: taken out of Debian's prometheus package, never installed
+# (that would add a Prometheus server and its service); one static binary in the per-user cache.
+if [ "$dev" = 1 ] && command -v apt-get >/dev/null 2>&1; then
+  promtool_dir="${XDG_CACHE_HOME:-$HOME/.cache}/stackflow/promtool"
+  if [ ! -x "$promtool_dir/promtool" ]; then
+    say "extracting promtool from Debian's prometheus package into $promtool_dir"
+    scratch=$(mktemp -d)
+    ( cd "$scratch" && apt-get -o APT::Sandbox::User=root download -qq prometheus >/dev/null && dpkg-deb -x prometheus_*.deb x )
+    mkdir -p "$promtool_dir"
+    install -m 0755 "$scratch/x/usr/bin/promtool" "$promtool_dir/promtool"
+    rm -rf "$scratch"
+  fi
+fi
+
 # --- python environment ----------------------------------------------------------------------
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
