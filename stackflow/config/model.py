@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,7 +20,9 @@ from pydantic import (
 from stackflow import PROJECT_ROOT
 from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
+from stackflow.config.policy import PolicySettings
 from stackflow.config.protection import Protection, check_unprotect
+from stackflow.config.section import no_control_characters
 from stackflow.config.sections import (
     ApprovalSettings,
     AppSettings,
@@ -30,10 +32,12 @@ from stackflow.config.sections import (
     LocalCloudSettings,
     MigrationSettings,
     NetworkSettings,
-    no_control_characters,
 )
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.state import StateLayout
+
+if TYPE_CHECKING:
+    from stackflow.policy.packs import PolicySet
 
 
 class SettingsSource(BaseModel):
@@ -169,6 +173,7 @@ class Settings(BaseModel):
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
     git: GitSettings = Field(default_factory=GitSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
 
     source: SettingsSource = Field(default_factory=SettingsSource, exclude=True, repr=False)
     # what the last successful `up` recorded: the gate follows the stronger of it and the file
@@ -222,6 +227,10 @@ class Settings(BaseModel):
         if not self.migrations.dir.is_absolute():
             self.migrations = self.migrations.model_copy(
                 update={"dir": self.project_dir / self.migrations.dir}
+            )
+        if any(not p.is_absolute() for p in self.policy.packs):
+            self.policy = self.policy.model_copy(
+                update={"packs": [self.project_dir / p for p in self.policy.packs]}
             )
         uses_passphrase = self.secrets_provider in (None, "passphrase")
         if self.cloud == "aws" and uses_passphrase and self.state_passphrase is None:
@@ -339,6 +348,23 @@ class Settings(BaseModel):
         while the protection its last successful `up` recorded asks for it)."""
         recorded = self._recorded_protection
         return self.file_protection.approval or (recorded is not None and recorded.approval)
+
+    @property
+    def policy_enforcement(self) -> str:
+        """How the policy packs' rules are enforced ([policy] enforcement, else the kind)."""
+        return self.policy.enforcement or self.profile.policy_enforcement
+
+    @cached_property
+    def policies(self) -> PolicySet | None:
+        """The policy packs every preview and `up` of this environment runs, read once per
+        settings (None: the environment has none).
+
+        Raises:
+            PolicyPackError: a pack folder that is missing or not a Python policy pack.
+        """
+        from stackflow.policy.packs import resolve
+
+        return resolve(self)
 
     @property
     def resolved_backend_url(self) -> str:

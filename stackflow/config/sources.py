@@ -86,6 +86,11 @@ HOMES: dict[Key, frozenset[str]] = {
     ("git", "credentials_block"): _P,
     ("git", "max_export_mb"): _PM,
     ("git", "max_export_files"): _PM,
+    ("policy", "packs"): _P | _E,
+    ("policy", "enforcement"): _E,
+    ("policy", "levels"): _E,
+    ("policy", "disabled"): _E,
+    ("policy", "config"): _P | _E,
     ("localcloud", "port"): _M,
     ("localcloud", "dir"): _M,
 }
