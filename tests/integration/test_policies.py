@@ -46,6 +46,117 @@ no_http = ResourceValidationPolicy(
 """
 
 
+# Each of the repository's rules on resources as the programs declare them: (rule, type,
+# properties, the rule's config, the message it reports or None when it passes).
+RDS = "aws:rds/instance:Instance"
+SAFE_DB = {"publiclyAccessible": False, "deletionProtection": True, "storageEncrypted": True}
+SAFE_DB |= {"skipFinalSnapshot": False}
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+TAGS = {"project": "p", "environment": "prod", "managed-by": "stackflow"}
+RULE_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any], str | None]] = [
+    ("rds-not-public", RDS, SAFE_DB, {}, None),
+    ("rds-not-public", RDS, SAFE_DB | {"publiclyAccessible": True}, {}, "publiclyAccessible is"),
+    ("rds-deletion-protection", RDS, SAFE_DB | {"deletionProtection": False}, {}, "deletionPro"),
+    ("rds-storage-encrypted", RDS, {**SAFE_DB, "storageEncrypted": None}, {}, "storageEncrypted"),
+    ("rds-final-snapshot", RDS, SAFE_DB | {"skipFinalSnapshot": True}, {}, "skipFinalSnapshot"),
+    ("rds-final-snapshot", RDS, SAFE_DB, {}, None),
+    (
+        "db-port-not-open-to-world",
+        INGRESS,
+        {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": 3306.0, "toPort": 3306.0},
+        {},
+        "cidrIpv4 opens port 3306",
+    ),
+    (
+        "db-port-not-open-to-world",
+        INGRESS,
+        {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": 443.0, "toPort": 443.0},
+        {},
+        None,
+    ),
+    (
+        "db-port-not-open-to-world",
+        INGRESS,
+        {"cidrIpv4": "10.0.0.0/16", "ipProtocol": "tcp", "fromPort": 3306.0, "toPort": 3306.0},
+        {},
+        None,
+    ),
+    (
+        "db-port-not-open-to-world",
+        "aws:ec2/securityGroup:SecurityGroup",
+        {"ingress": [{"protocol": "-1", "fromPort": 0, "toPort": 0, "cidrBlocks": ["0.0.0.0/0"]}]},
+        {"ports": [4000]},
+        "ingress[0].cidrBlocks opens port 4000",
+    ),
+    ("required-tags", "aws:ec2/vpc:Vpc", {"tags": TAGS}, {}, None),
+    ("required-tags", "aws:ec2/vpc:Vpc", {"tags": TAGS}, {"tags": ["owner"]}, "tags lacks owner"),
+    ("required-tags", "aws:ec2/route:Route", {}, {}, None),  # not a taggable type
+]
+HARNESS = """
+import json, runpy, sys, types
+import pulumi_policy
+found = {}
+class Recorder:
+    def __init__(self, name, policies, **_):
+        found.update({p.name: p for p in policies})
+pulumi_policy.PolicyPack = Recorder
+runpy.run_path(sys.argv[1] + "/__main__.py")
+said = []
+for rule, kind, props, config in json.loads(sys.stdin.read()):
+    args = types.SimpleNamespace(resource_type=kind, props=props, get_config=lambda c=config: c)
+    messages = []
+    found[rule].validate(args, messages.append)
+    said.append(messages)
+print(json.dumps(said))
+"""
+
+
+def test_the_repositorys_rules_refuse_what_a_reviewer_would(tmp_path: Path) -> None:
+    """The pack's own code, in its virtualenv, on resources shaped as Pulumi hands them over:
+    each rule reports what it exists for, naming the property, and passes what is sound."""
+    from stackflow.policy.packs import read_pack
+    from stackflow.policy.venv import ensure_venv
+
+    venv = ensure_venv(read_pack(SHIPPED).requirements, "stackflow", print)
+    (tmp_path / "harness.py").write_text(HARNESS)
+    cases = [[rule, kind, props, config] for rule, kind, props, config, _ in RULE_CASES]
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), str(tmp_path / "harness.py"), str(SHIPPED)],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for (rule, _, _, _, expected), said in zip(RULE_CASES, json.loads(done.stdout), strict=True):
+        if expected is None:
+            assert said == [], (rule, said)
+        else:
+            [message] = said
+            assert message.startswith(expected), (rule, message)
+
+
+def test_a_rule_name_no_pack_has_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A typo in `disabled` would leave the rule on unnoticed: refused (exit 2) naming the
+    setting and the rules the packs have, with no server started and nothing changed."""
+    variables = {
+        "STACKFLOW_PROJECT_DIR": str(tmp_path / "project"),
+        "STACKFLOW_STATE_DIR": str(tmp_path / "state"),
+    }
+    folder = tmp_path / "project" / "environments"
+    folder.mkdir(parents=True)
+    (folder / "dev.toml").write_text(
+        f'kind = "dev"\ncloud = "local"\n[policy]\npacks = ["{SHIPPED}"]\n'
+        'disabled = { rds-not-publik = "a typo" }\n'
+    )
+    done = cli(process_env(variables, PREFECT_API_URL="http://127.0.0.1:9/api"), "up")
+    assert done.returncode == exits.USAGE, done.stdout + done.stderr
+    assert done.stderr.startswith(
+        "error: [policy] disabled: rds-not-publik is not a rule of the pack(s) stackflow; their "
+        "rules: db-port-not-open-to-world, rds-deletion-protection,"
+    ), done.stderr
+    assert not (tmp_path / "state" / "logs").exists()  # no run was started
+
+
 @dataclass
 class Project:
     variables: dict[str, str]
