@@ -55,17 +55,18 @@ def checked_up(
 def ready_policies(ctx: RunContext, operation: Operation) -> dict[str, Any] | None:
     """Before a preview or an up of an environment with policy packs: each pack's virtualenv
     made, its copy staged and the settings' rule names checked, so a pack that cannot run stops
-    the run before anything starts. What the summary shows of them (None: no packs).
+    the run before anything starts. What the summary shows of them (None: no packs run).
 
     Raises:
         PolicyPackError: naming the pack or the setting and what is wrong.
     """
+    if operation not in (Operation.PREVIEW, Operation.UP):
+        return None  # refresh, drift and destroy run no packs: a pack gone may not block them
     policies = ctx.settings.policies
     if policies is None:
         return None
-    if operation in (Operation.PREVIEW, Operation.UP):
-        logger = get_run_logger()
-        prepare(policies, ctx.settings.state.policy, lambda line: logger.info("%s", line))
+    logger = get_run_logger()
+    prepare(policies, ctx.settings.state.policy, lambda line: logger.info("%s", line))
     return policies.as_dict()
 
 

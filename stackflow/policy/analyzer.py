@@ -42,7 +42,8 @@ if [ ! -x "$virtualenv/bin/python" ]; then
   echo "error: {NAME}: $virtualenv is not a virtualenv (no bin/python); run stackflow again to make it" >&2
   exit 1
 fi
-unset PYTHONHOME PYTHONPATH
+# a pack never needs the engine's secrets (the CLI hands its plugins its whole environment)
+unset PYTHONHOME PYTHONPATH PULUMI_CONFIG_PASSPHRASE PULUMI_CONFIG_PASSPHRASE_FILE PULUMI_ACCESS_TOKEN
 exec "$virtualenv/bin/python" -u -m pulumi.policy "$@"
 """
 

@@ -218,17 +218,17 @@ def test_a_virtualenv_is_shared_by_packs_that_ask_for_the_same() -> None:
 
 def test_the_analyzer_runs_the_pack_in_the_virtualenv_its_option_names(tmp_path: Path) -> None:
     """As the CLI starts it: the engine's address, `.`, and `-virtualenv=...` (relative to the
-    pack's folder, where it starts); that option is not passed on. A missing virtualenv is an
-    error line, not a traceback."""
+    pack's folder, where it starts); that option is not passed on, nor the engine's passphrase.
+    A missing virtualenv is an error line, not a traceback."""
     plugin = tmp_path / "pulumi-analyzer-policy-python"
     plugin.write_text(SCRIPT)
     plugin.chmod(0o755)
     pack = tmp_path / "pack"
     python = pack / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.write_text('#!/bin/sh\necho "$@"\n')
+    python.write_text('#!/bin/sh\necho "$@" "${PULUMI_CONFIG_PASSPHRASE:-no-passphrase}"\n')
     python.chmod(0o755)
-    env = {"PATH": os.environ["PATH"]}
+    env = {"PATH": os.environ["PATH"], "PULUMI_CONFIG_PASSPHRASE": "s3cret"}
     ran = subprocess.run(
         [str(plugin), "127.0.0.1:1234", ".", "-virtualenv=venv"],
         cwd=pack,
@@ -237,7 +237,10 @@ def test_the_analyzer_runs_the_pack_in_the_virtualenv_its_option_names(tmp_path:
         text=True,
         check=True,
     )
-    assert ran.stdout.split() == ["-u", "-m", "pulumi.policy", "127.0.0.1:1234", "."]
+    assert ran.stdout.split() == [
+        *("-u", "-m", "pulumi.policy", "127.0.0.1:1234", "."),
+        "no-passphrase",  # the engine's secret is not the pack's
+    ]
     missing = subprocess.run(
         [str(plugin), "127.0.0.1:1234", ".", "-virtualenv=/nowhere"],
         cwd=pack,
