@@ -228,10 +228,6 @@ class Settings(BaseModel):
             self.migrations = self.migrations.model_copy(
                 update={"dir": self.project_dir / self.migrations.dir}
             )
-        if any(not p.is_absolute() for p in self.policy.packs):
-            self.policy = self.policy.model_copy(
-                update={"packs": [self.project_dir / p for p in self.policy.packs]}
-            )
         uses_passphrase = self.secrets_provider in (None, "passphrase")
         if self.cloud == "aws" and uses_passphrase and self.state_passphrase is None:
             raise ValueError(
@@ -349,19 +345,10 @@ class Settings(BaseModel):
         recorded = self._recorded_protection
         return self.file_protection.approval or (recorded is not None and recorded.approval)
 
-    @property
-    def policy_enforcement(self) -> str:
-        """How the policy packs' rules are enforced ([policy] enforcement, else the kind)."""
-        return self.policy.enforcement or self.profile.policy_enforcement
-
     @cached_property
     def policies(self) -> PolicySet | None:
-        """The policy packs every preview and `up` of this environment runs, read once per
-        settings (None: the environment has none).
-
-        Raises:
-            PolicyPackError: a pack folder that is missing or not a Python policy pack.
-        """
+        """The policy packs its previews and `up`s run, read once (None: none; raises as
+        `stackflow.policy.packs.resolve`)."""
         from stackflow.policy.packs import resolve
 
         return resolve(self)

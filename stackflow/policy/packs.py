@@ -112,7 +112,8 @@ class PolicySet:
 
 
 def resolve(settings: Settings) -> PolicySet | None:
-    """The environment's policy set (None: its [policy] names no packs).
+    """The environment's policy set (None: its [policy] names no packs): each pack read (a
+    relative folder is the project's), at the level its settings or else its kind give.
 
     Raises:
         PolicyPackError: a pack folder that is missing or not a Python policy pack.
@@ -120,10 +121,10 @@ def resolve(settings: Settings) -> PolicySet | None:
     chosen = settings.policy
     if not chosen.packs:
         return None
-    packs = tuple(read_pack(folder, settings.source.environment_file) for folder in chosen.packs)
-    return PolicySet(
-        packs, settings.policy_enforcement, chosen.levels, chosen.disabled, chosen.config
-    )
+    named_in = settings.source.environment_file
+    packs = tuple(read_pack(settings.project_dir / f, named_in) for f in chosen.packs)
+    enforcement = chosen.enforcement or settings.profile.policy_enforcement
+    return PolicySet(packs, enforcement, chosen.levels, chosen.disabled, chosen.config)
 
 
 def read_pack(folder: Path, named_in: str | None = None) -> PackSource:

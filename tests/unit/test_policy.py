@@ -91,11 +91,12 @@ def test_packs_resolve_against_the_project_and_the_kind_sets_the_level(tmp_path:
     the project's; an environment without packs runs none."""
     root = project(tmp_path, {"prod": '[policy]\npacks = ["policies/ours"]\n', "dev": ""})
     a_pack(root / "policies" / "ours")
-    prod = get_settings("prod", project_dir=root)
-    assert prod.policy.packs == [root / "policies" / "ours"]
-    assert prod.policies is not None and prod.policies.enforcement == "mandatory"
+    prod = get_settings("prod", project_dir=root).policies
+    assert prod is not None and prod.enforcement == "mandatory"
+    assert [p.folder for p in prod.packs] == [root / "policies" / "ours"]
     assert get_settings("dev", project_dir=root).policies is None
-    assert get_settings("dev", project_dir=root).policy_enforcement == "advisory"
+    dev = get_settings("dev", project_dir=root, policy={"packs": ["policies/ours"]}).policies
+    assert dev is not None and dev.enforcement == "advisory"
 
 
 def test_a_pack_that_cannot_run_is_refused_naming_the_folder(tmp_path: Path) -> None:
