@@ -13,11 +13,11 @@ It is installed into the Pulumi home's plugin folder, where the CLI finds it wit
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from stackflow.policy.packs import CONSTRAINTS
+from stackflow.pulumi_cli.plugins import install_plugin, plugin_folder
 
 NAME = "pulumi-analyzer-policy-python"
 _MARKER = "# stackflow policy analyzer"
@@ -56,16 +56,6 @@ def policy_version() -> str:
 
 
 def install_analyzer(pulumi_home: Path) -> Path:
-    """Write the plugin into `pulumi_home`'s plugin folder (rewritten only when it differs,
-    through a rename, so a running CLI never reads half of it); returns its path."""
-    folder = pulumi_home / "plugins" / f"analyzer-policy-python-v{policy_version()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / NAME
-    if not path.is_file() or path.read_text() != SCRIPT:
-        scratch = path.with_name(f".{NAME}.{os.getpid()}.tmp")
-        scratch.write_text(SCRIPT)
-        scratch.chmod(0o755)
-        scratch.replace(path)
-    # A `.partial` marker would make the CLI take the folder for a broken download.
-    folder.with_name(folder.name + ".partial").unlink(missing_ok=True)
-    return path
+    """Write the plugin into `pulumi_home`'s plugin folder (see `install_plugin`); its path."""
+    folder = plugin_folder(pulumi_home, "analyzer", "policy-python", policy_version())
+    return install_plugin(folder, NAME, SCRIPT)
