@@ -77,13 +77,12 @@ def refused_by_policy(summary: PipelineSummary) -> PolicyRefused | None:
     if not refused:
         return None
     reasons = "; ".join(refusal(f"{summary.environment}/{o.node}", o.violations) for o in refused)
-    previewed = all(o.operation == Operation.PREVIEW.value for o in refused)
     ended = (
-        "nothing was applied"
-        if previewed
-        else "the update stopped at the refused resource (what it applied before stays)"
+        "Nothing was applied."
+        if all(o.operation == Operation.PREVIEW.value for o in refused)
+        else "The update stopped at the refused resource; what it applied before stays."
     )
-    return PolicyRefused(f"{reasons}. {ended[0].upper()}{ended[1:]}.", summary.as_dict())
+    return PolicyRefused(f"{reasons}. {ended}", summary.as_dict())
 
 
 def _mandatory(outcome: StackOutcome) -> bool:
