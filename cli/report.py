@@ -102,6 +102,12 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
             print(f"{s['stack']}: {s['healed']}")
     for line in preview_lines(summary):
         print(line)
+    from stackflow.policy.report import policy_lines
+
+    found = [(s["stack"], s.get("violations") or []) for s in summary["stacks"]]
+    checked = policy_lines(summary["environment"], summary.get("policies"), found)
+    if checked:
+        print("\n" + "\n".join(checked))
     if summary.get("migrations") is not None:
         from stackflow.plan import migration_lines
 
@@ -198,7 +204,7 @@ def report_run(
             "run the same command again: it clears what the interrupted operations left "
             "(their locks and pending operations) and carries on",
         )
-    from flows.pipeline import DriftDetected, PipelineError
+    from flows.pipeline import DriftDetected, PipelineError, PolicyRefused
 
     try:
         state.result()
@@ -206,6 +212,14 @@ def report_run(
         if exc.summary:
             print_summary(exc.summary, as_json)  # what did happen, then the reason last
             summarised = True
+        if isinstance(exc, PolicyRefused):
+            return ended(
+                str(exc),
+                exits.USAGE,
+                "change what the rule names, or turn the rule off for this environment with "
+                'the reason why ([policy] disabled = { <rule> = "<why>" } in its file); see '
+                "docs/guides/policies.md",
+            )
         if isinstance(exc, DriftDetected):
             env = exc.summary["environment"] if exc.summary else "<env>"
             return ended(

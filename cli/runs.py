@@ -55,6 +55,8 @@ def run_flow_command(
         settings = guard_environment(settings)  # the cloud, the protection its last up recorded
         if refuse is not None:
             refuse(args, settings)
+        if flow in ("deploy", "preview"):
+            _ready_policies(settings)
     except (ConfirmationRequired, DeletionProtected, SettingsError, Refused) as exc:
         return fail(str(exc), exits.USAGE, exc.what_to_do, as_json=args.json)
     stacks = chosen_stacks(args)  # an unknown stack is refused here, still before any server
@@ -84,3 +86,18 @@ def run_flow_command(
         os._exit(code)
     code = report_run(runner.state, runner.error, args, log_file)
     return exits.TERMINATED if runner.terminated and code == exits.INTERRUPTED else code
+
+
+def _ready_policies(settings: Settings) -> None:
+    """The environment's policy packs ready to run (virtualenvs made, saying so here), or the
+    run refused: a pack that cannot start or a rule name no pack has (exit 2, before any server).
+
+    Raises:
+        PolicyPackError: naming the pack or the setting.
+    """
+    policies = settings.policies
+    if policies is None:
+        return
+    from stackflow.policy.staged import prepare
+
+    prepare(policies, settings.state.policy, lambda line: print(line, file=sys.stderr, flush=True))

@@ -169,6 +169,7 @@ def _build_plan(
             o.plan_file,
             o.fingerprint,
             o.note or ("unchanged since its last successful up" if o.status == "unchanged" else ""),
+            o.violations,
         )
         for o in walk.outcomes
     )
@@ -180,6 +181,7 @@ def _build_plan(
             why = ctx.redactor(describe(exc))
             return Walk(walk.outcomes, failed=f"{planner.name}: {why} (planning)")
     settings = ctx.settings
+    policies = settings.policies
     return DeployPlan(
         settings.environment,
         settings.target_label,
@@ -190,6 +192,7 @@ def _build_plan(
         commit=ctx.commit,
         unprotect=tuple(settings.lowered_protection()),
         unprotect_reason=settings.approval.unprotect or "",
+        policies=policies.as_dict() if policies else None,
     )
 
 

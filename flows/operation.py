@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from flows.deployed import ensure_known, holds_resources, serve_local_cloud
 from flows.gate import gated_up, planners, previewed_migrations
 from flows.pages import publish_status, record_run_history
+from flows.policies import checked_up, ready_policies, refused_by_policy
 from flows.scope import check_scope
 from flows.summary import (
     DriftDetected,
@@ -114,6 +115,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
     nodes = steps_of(ctx.graph, op, selected)
     if op is Operation.UP:
         check_steps(ctx, nodes)
+    policies = ready_policies(ctx, op)  # a pack that cannot run stops the run before it starts
     ctx.commit = project_commit(settings.project_dir)
     run_id = current_flow_run_id()
     summary = PipelineSummary(
@@ -125,6 +127,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         settings=settings.source.as_dict(),
         commit=ctx.commit,
         graph=ctx.graph,
+        policies=policies,
     )
     started = time.monotonic()
     created_record = False
@@ -148,6 +151,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             if op is Operation.UP and settings.approval_required:
                 # the environment's turn only while applying: never while a person decides
                 ended = gated_up(ctx, nodes, summary, request.force, turn, phase)
+            elif op is Operation.UP and policies:
+                ended = checked_up(ctx, nodes, summary, request.force, turn)
             else:
                 announce_phase(ctx, summary, op.value, nodes)
                 with turn():
@@ -195,6 +200,8 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
             publish_status(records, ctx.graph.stacks, settings.environment)
     if summary.stopped:
         raise RunInterrupted(summary.stopped, summary.as_dict())
+    if summary.failed and (refused := refused_by_policy(summary)):
+        raise refused
     if summary.failed:
         raise PipelineFailed(summary.failed, summary.as_dict())
     drifted = [o.node for o in summary.outcomes if o.status == "drift"]

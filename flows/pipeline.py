@@ -25,6 +25,7 @@ from flows.summary import (
     PipelineError,
     PipelineFailed,
     PipelineSummary,
+    PolicyRefused,
     RunInterrupted,
     RunStopped,
 )
@@ -42,6 +43,7 @@ __all__ = [  # what callers import from here, wherever it is defined
     "PipelineFailed",
     "PipelineRequest",
     "PipelineSummary",
+    "PolicyRefused",
     "RunInterrupted",
     "RunStopped",
     "build_context",

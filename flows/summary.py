@@ -14,6 +14,7 @@ from stackflow.dag import StackGraph
 from stackflow.engine import Operation
 from stackflow.errors import StackflowError
 from stackflow.plan import drift_value, markdown_cell, migrations_markdown
+from stackflow.policy.report import policy_markdown
 from tasks.context import StackOutcome
 
 
@@ -34,6 +35,11 @@ class DriftDetected(PipelineError):
 
 class PipelineFailed(PipelineError):
     """A node of the pipeline failed; the message names it and why."""
+
+
+class PolicyRefused(PipelineError):
+    """A mandatory policy's violation stopped the run: the message names each stack, resource,
+    property and rule (the command line exits 2, as for any refused input)."""
 
 
 class RunStopped(PipelineError):
@@ -86,6 +92,8 @@ class PipelineSummary:
     settings: dict[str, Any] = field(default_factory=dict)
     commit: str | None = None  # the project's commit this run deployed (git), when known
     graph: StackGraph | None = field(default=None, repr=False)  # the graph the run walked
+    # the policy packs the run checked with, and the rules turned off with their reasons
+    policies: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +117,7 @@ class PipelineSummary:
                     "retries": list(o.retries),
                     "healed": o.healed,
                     "resources": resources_dict(o),
+                    "violations": [v.as_dict() for v in o.violations],
                 }
                 for o in self.outcomes
             ],
@@ -117,6 +126,7 @@ class PipelineSummary:
             "migrations": self.migrations,
             "stopped": self.stopped,
             "settings": self.settings,
+            "policies": self.policies,
         }
 
     def markdown(self) -> str:
@@ -158,6 +168,7 @@ class PipelineSummary:
             + self.story_markdown()
             + self.approvals_markdown()
             + self.changes_markdown()
+            + self.policies_markdown()
             + self.migrations_markdown()
             + ("\n\n## Outputs\n" + "\n".join(outs) if outs else "")
             + self.settings_markdown()
@@ -206,6 +217,12 @@ class PipelineSummary:
             if o.healed:
                 lines.append(f"- **{o.node}**: {o.healed}")
         return "\n\n## Retries and recoveries\n\n" + "\n".join(lines) if lines else ""
+
+    def policies_markdown(self) -> str:
+        """The policy packs that checked the run, the rules off here and why, each violation."""
+        found = [(o.node, [v.as_dict() for v in o.violations]) for o in self.outcomes]
+        text = policy_markdown(self.policies, found)
+        return "\n\n## Policies\n\n" + text if text else ""
 
     def migrations_markdown(self) -> str:
         """A preview's pending migrations: files, findings, statements."""

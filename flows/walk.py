@@ -16,7 +16,13 @@ from flows.summary import PipelineSummary
 from stackflow.dag import NodeKind, StackGraph
 from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
-from stackflow.errors import OperationCancelled, PlanChanged, StackError, StackflowError
+from stackflow.errors import (
+    OperationCancelled,
+    PlanChanged,
+    PolicyViolated,
+    StackError,
+    StackflowError,
+)
 from stackflow.graphs import graph_of
 from stackflow.migrator.errors import MigrationPlanChanged
 from stackflow.plan import DeployPlan
@@ -177,6 +183,7 @@ def walk_graph(
                     note=ctx.redactor(exc.reason),
                     retries=list(ctx.retries.get(name, [])),
                     healed=ctx.healed.get(name, ""),
+                    violations=exc.violations if isinstance(exc, PolicyViolated) else (),
                 )
             )
             continue

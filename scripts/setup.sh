@@ -104,4 +104,10 @@ if ! .venv/bin/python -m stackflow.pulumi_cli ensure; then
   say "no Pulumi CLI (see above): every run needs it, on the local cloud too"
   exit 1
 fi
+# --- the repository's policy pack (pulumi-policy needs protobuf 5, stackflow locks 6) ----------
+# Its own virtualenv in the per-user cache, made once by pip; without it the first run of an
+# environment with policies makes it (about 30 s).
+if ! .venv/bin/python -m stackflow.policy ready; then
+  say "the policy pack's virtualenv could not be made (see above): runs with policies will try again"
+fi
 say "ready: .venv/bin/python flows/run.py --help"

@@ -279,6 +279,7 @@ class StackGraph:
             node=name,
             program=lambda: program(args),
             config=stack_config(settings),
+            policies=settings.policies,
         )
         return spec, args
 

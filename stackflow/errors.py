@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 ECHO_MAX = 60  # the longest piece of a user's input an error message repeats
 
@@ -165,3 +166,15 @@ class LocalDatabaseError(StackflowError):
 class TransientDatabaseError(StackflowError):
     """The database is not reachable yet or dropped the connection; worth retrying (the migration
     runner raises it; the engine's retry predicate names it too)."""
+
+
+class PolicyViolated(PermanentStackError):
+    """A mandatory policy's violation stopped a stack's preview or update: a preview changes
+    nothing, and every `up` of an environment with policies is previewed first."""
+
+    def __init__(self, stack: str, message: str, violations: Iterable[Any] = ()) -> None:
+        super().__init__(stack, message)
+        self.violations = tuple(violations)  # stackflow.policy.violation.Violation
+
+    def __reduce__(self) -> tuple[Any, ...]:  # Prefect may pickle it with the task's state
+        return (type(self), (self.stack, self.reason, self.violations))

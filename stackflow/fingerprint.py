@@ -2,7 +2,8 @@
 checkpoint recorded, read straight from the backend.
 
 A fingerprint covers the program's source files, its arguments (settings and upstream outputs),
-its config, the engine and the tool versions. Each `up` records it in the stack's checkpoint (the
+its config, the engine and the tool versions, and the policy packs its previews and updates run
+(their files and settings: a new rule reaches a stack that would be skipped). Each `up` records it in the stack's checkpoint (the
 `_stackflow` output, written by the same update; see `engine.automation.program.stamp_output`)
 with the outputs' values sealed under the state passphrase. So the decision needs one read of the
 checkpoint, no `pulumi` process and nothing from this machine's folder: a second worker decides
@@ -46,6 +47,8 @@ def compute(
         ).encode()
     )
     h.update(f"{spec.pulumi_project}/{spec.environment}".encode())
+    if spec.policies is not None:
+        h.update(f"policies {spec.policies.digest}".encode())
     return h.hexdigest()
 
 

@@ -19,6 +19,8 @@ from stackflow.engine.base import KNOWN_AFTER_APPLY, ChangeCounts, PropertyChang
 from stackflow.migrator.plan import MigrationPlanReport
 from stackflow.migrator.splitter import one_line
 from stackflow.migrator.version import Version
+from stackflow.policy.report import policy_lines, policy_markdown
+from stackflow.policy.violation import Violation
 
 _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all
@@ -39,6 +41,7 @@ class StackPlan:
     plan_file: Path | None = None  # Pulumi's update plan, saved by the preview
     fingerprint: str = ""  # the stack's inputs when it was previewed
     note: str = ""
+    violations: tuple[Violation, ...] = ()  # what the policy packs reported (advisory)
 
     def allows(self, change: ResourceChange) -> bool:
         """Whether `change` is one this plan shows: the same resource, the same change (or an
@@ -115,6 +118,7 @@ class DeployPlan:
     commit: str | None = None  # the commit this plan deploys: what an approval covers too
     unprotect: tuple[str, ...] = ()  # what the file lowers of the recorded protection
     unprotect_reason: str = ""
+    policies: dict[str, Any] | None = None  # the packs that checked it, rules off and why
 
     @property
     def empty(self) -> bool:
@@ -167,8 +171,13 @@ class DeployPlan:
             )
             out.extend(resource_lines([r.as_dict() for r in s.resources]))
         out.append("")
+        checked = policy_lines(self.environment, self.policies, self._violations())
+        out.extend([*checked, ""] if checked else [])
         out.extend(migration_lines(migrations_dict(self.migrations)))
         return out
+
+    def _violations(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        return [(s.node, [v.as_dict() for v in s.violations]) for s in self.stacks]
 
     def markdown(self) -> str:
         """The plan for the Prefect artifact and the approval form (tables: the UI renders them)."""
@@ -210,6 +219,9 @@ class DeployPlan:
                 )
         if len(changes) > 2:
             parts.append("## Resource changes\n\n" + "\n".join(changes) + "\n")
+        checked = policy_markdown(self.policies, self._violations())
+        if checked:
+            parts.append("## Policies\n\n" + checked)
         parts.append("## Migrations\n\n" + migrations_markdown(migrations_dict(self.migrations)))
         return "\n".join(parts)
 

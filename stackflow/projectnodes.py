@@ -151,7 +151,13 @@ def project_spec(
     known = {f"{pulumi_name(graph, settings, n)}/{settings.environment}": n for n in graph.stacks}
     program = HostedProgram(project.program_dir, project.entry, name, readable, known)
     spec = StackSpec(
-        settings.project, settings.environment, name, program, config, pulumi_name=project.name
+        settings.project,
+        settings.environment,
+        name,
+        program,
+        config,
+        pulumi_name=project.name,
+        policies=settings.policies,  # the environment's packs check a project's stack too
     )
     inputs = ProjectInputs(
         files=source.files(),

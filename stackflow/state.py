@@ -10,6 +10,7 @@ finds what lives where in one screen, and a damaged or unusable folder is refuse
     records/                                             stackflow's records (file backend only)
     logs/<command>-<environment>-<time>.log              what a CLI run's Prefect and Pulumi said
     plans/<environment>/<run>/                           update plans of a gated run (0700)
+    policy/packs/<pack>-<digest>-<venv>/                 a policy pack as the CLI runs it
     holders/                                             who holds a stack's concurrency slot
     gitops/mirrors/<hash>.git                            a bare mirror of each followed repository
     gitops/checkouts/<commit>/                           a commit's files, as a sync runs them
@@ -83,6 +84,11 @@ class StateLayout:
     def plans(self, environment: str) -> Path:
         """Where a gated run of `environment` keeps its update plans (one folder per run)."""
         return self.root / "plans" / environment
+
+    @property
+    def policy(self) -> Path:
+        """Policy packs as the CLI runs them (staged copies), their rules and configs."""
+        return self.root / "policy"
 
     @property
     def holders(self) -> Path:

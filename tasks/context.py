@@ -16,6 +16,7 @@ from stackflow.drift import DriftMarks
 from stackflow.engine import Engine, Operation, OutputValue
 from stackflow.engine.base import ChangeCounts, ResourceChange
 from stackflow.errors import OperationCancelled
+from stackflow.policy.violation import Violation
 from stackflow.progress import NodeChanged, NodeState, ProgressHub, hub
 from stackflow.records import Records
 from stackflow.redact import Redactor
@@ -142,6 +143,7 @@ class StackOutcome:
     healed: str = ""  # what this run cleared that an interrupted operation left behind
     fingerprint: str = ""  # the stack's inputs (up, and a gated plan's previews)
     plan_file: Path | None = None  # the update plan a gated plan's preview saved
+    violations: tuple[Violation, ...] = ()  # what the policy packs reported (see stackflow.policy)
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}

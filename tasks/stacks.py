@@ -343,6 +343,7 @@ def stack_operation(
         healed=ctx.healed.get(node, ""),
         fingerprint=fp,
         plan_file=plan if planning else None,
+        violations=result.violations,
     )
 
 

@@ -70,3 +70,5 @@ class Profile:
         # The one answer to "is this environment protected?": destroy needs confirmation, up
         # waits for approval, and destructive migrations need an approved plan.
         self.protected = prod
+        # How the policy packs' rules are enforced: a violation stops a prod run, elsewhere it shows.
+        self.policy_enforcement = "mandatory" if prod else "advisory"

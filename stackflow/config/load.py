@@ -13,6 +13,12 @@ from pydantic import ValidationError
 from stackflow import PROJECT_ROOT
 from stackflow.backends import mask_url, url_secrets
 from stackflow.config.kinds import validate_environment_name
+from stackflow.config.machine import (
+    default_dotenv,
+    machine_layer,
+    machine_variables,
+    stray_variables,
+)
 from stackflow.config.model import Settings, SettingsSource
 from stackflow.config.sections import SECTIONS, GitSettings
 from stackflow.config.sources import (
@@ -20,14 +26,10 @@ from stackflow.config.sources import (
     URL_KEYS,
     Key,
     Layer,
-    default_dotenv,
     dotted,
     environment_layer,
-    machine_layer,
-    machine_variables,
     merge,
     project_layer,
-    stray_variables,
     variable,
 )
 from stackflow.errors import SettingsError

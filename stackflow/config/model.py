@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,7 +20,9 @@ from pydantic import (
 from stackflow import PROJECT_ROOT
 from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
+from stackflow.config.policy import PolicySettings
 from stackflow.config.protection import Protection, check_unprotect
+from stackflow.config.section import no_control_characters
 from stackflow.config.sections import (
     ApprovalSettings,
     AppSettings,
@@ -30,10 +32,12 @@ from stackflow.config.sections import (
     LocalCloudSettings,
     MigrationSettings,
     NetworkSettings,
-    no_control_characters,
 )
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.state import StateLayout
+
+if TYPE_CHECKING:
+    from stackflow.policy.packs import PolicySet
 
 
 class SettingsSource(BaseModel):
@@ -169,6 +173,7 @@ class Settings(BaseModel):
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
     git: GitSettings = Field(default_factory=GitSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
 
     source: SettingsSource = Field(default_factory=SettingsSource, exclude=True, repr=False)
     # what the last successful `up` recorded: the gate follows the stronger of it and the file
@@ -339,6 +344,14 @@ class Settings(BaseModel):
         while the protection its last successful `up` recorded asks for it)."""
         recorded = self._recorded_protection
         return self.file_protection.approval or (recorded is not None and recorded.approval)
+
+    @cached_property
+    def policies(self) -> PolicySet | None:
+        """The policy packs its previews and `up`s run, read once (None: none; raises as
+        `stackflow.policy.packs.resolve`)."""
+        from stackflow.policy.packs import resolve
+
+        return resolve(self)
 
     @property
     def resolved_backend_url(self) -> str:

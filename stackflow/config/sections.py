@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import unicodedata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
+
+from stackflow.config.policy import PolicySettings
+from stackflow.config.section import Section
 
 _FARGATE_CPU = (256, 512, 1024, 2048, 4096, 8192, 16384)
 _LOG_RETENTION: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545)
@@ -20,27 +22,6 @@ _LOG_RETENTION += (731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 _REGION_RE = re.compile(
     r"^[a-z]{2}(-gov|-iso[a-z]?)?-(north|south|east|west|central|northeast|northwest|southeast|southwest)-\d$"
 )
-
-
-def no_control_characters(value: Any) -> Any:
-    """Refuse a string (or one inside a list) holding a control character such as a newline: a
-    setting never needs one, and one that slipped in through a file or variable changes names."""
-    items = value if isinstance(value, list) else [value]
-    for item in items:
-        if isinstance(item, str) and any(unicodedata.category(c) == "Cc" for c in item):
-            raise ValueError("contains a control character (a newline, tab or the like): remove it")
-    return value
-
-
-class Section(BaseModel):
-    """A settings section: unknown keys are refused (a typo never passes silently)."""
-
-    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _plain_text(cls, value: Any) -> Any:
-        return no_control_characters(value)
 
 
 def _cidr(value: str) -> str:
@@ -376,5 +357,6 @@ SECTIONS: dict[str, type[Section]] = {
     "approval": ApprovalSettings,
     "localcloud": LocalCloudSettings,
     "git": GitSettings,
+    "policy": PolicySettings,
 }
 """Every section, by its key in files and its part of a variable's name (STACKFLOW_<KEY>_...)."""

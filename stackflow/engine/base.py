@@ -18,6 +18,8 @@ from stackflow.redact import MASK, Redactor
 
 if TYPE_CHECKING:
     from stackflow.engine.pending.report import Recovery
+    from stackflow.policy.packs import PolicySet
+    from stackflow.policy.violation import Violation
 
 ProgramFn = Callable[[], Mapping[str, Any]]
 """A Pulumi program: declares resources when called and returns its exports (name -> Output)."""
@@ -74,6 +76,8 @@ class StackSpec:
     config: Mapping[str, ConfigValue] = field(default_factory=dict, compare=False)
     pulumi_name: str = ""
     partial_config: bool = False
+    # the policy packs its previews and updates run (None: none); part of its fingerprint
+    policies: PolicySet | None = field(default=None, compare=False, repr=False)
 
     @property
     def pulumi_project(self) -> str:
@@ -210,6 +214,7 @@ class OperationResult:
     # a preview: the stack's outputs as its update would leave them; a value known only after
     # the update is UNKNOWN_WIRE (or holds it), a secret one the preview hides has value None
     projected: Mapping[str, OutputValue] = field(default_factory=dict)
+    violations: tuple[Violation, ...] = ()  # what the policy packs reported (advisory ones)
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}

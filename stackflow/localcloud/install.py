@@ -9,20 +9,20 @@ touched: the user's ~/.pulumi keeps the real plugins for their other projects.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from importlib.metadata import version as package_version
 from pathlib import Path
 
 from stackflow.localcloud.plugin import PACKAGES
+from stackflow.pulumi_cli.plugins import install_plugin, plugin_folder
 
 _MARKER = "# stackflow local-cloud plugin"
 
 
 def plugin_dir(pulumi_home: Path, package: str) -> Path:
     """The folder the engine looks in for `package`'s plugin at the installed SDK's version."""
-    return pulumi_home / "plugins" / f"resource-{package}-v{package_version(PACKAGES[package])}"
+    return plugin_folder(pulumi_home, "resource", package, package_version(PACKAGES[package]))
 
 
 def _script(package: str) -> str:
@@ -34,23 +34,9 @@ def _script(package: str) -> str:
 
 
 def install_plugins(pulumi_home: Path) -> list[Path]:
-    """Write (or refresh) the aws and random plugin executables; returns their paths.
-
-    Idempotent and cheap: a script is rewritten only when its text would change (another Python,
-    another version), through a temporary file and a rename, so a running engine never sees half.
-    """
-    written = []
-    for package in PACKAGES:
-        folder = plugin_dir(pulumi_home, package)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"pulumi-resource-{package}"
-        text = _script(package)
-        if not path.exists() or path.read_text() != text:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            tmp.chmod(0o755)
-            tmp.replace(path)
-        # A `.partial` marker would make the engine treat the folder as a broken download.
-        folder.with_name(folder.name + ".partial").unlink(missing_ok=True)
-        written.append(path)
-    return written
+    """Write (or refresh) the aws and random plugin executables (rewritten only when their text
+    would change: another Python, another version); returns their paths."""
+    return [
+        install_plugin(plugin_dir(pulumi_home, p), f"pulumi-resource-{p}", _script(p))
+        for p in PACKAGES
+    ]

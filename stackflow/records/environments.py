@@ -101,11 +101,15 @@ def record_attempt(records: Records, settings: Settings) -> bool:
 def record_outcome(records: Records, settings: Settings, succeeded: bool) -> None:
     """After an `up`: deployed (with its time) or failed. A successful one also records the
     protection the file gave (the next runs follow the stronger of it and their file), with the
-    reason when it lowered what was recorded before."""
+    reason when it lowered what was recorded before; every one records the policy packs it was
+    checked with and the rules turned off there, with why (`extra["policy"]`)."""
     now = time.time()
+    policies = settings.policies
 
     def change(r: EnvironmentRecord) -> EnvironmentRecord:
-        extra = dict(r.extra)
+        extra = {k: v for k, v in r.extra.items() if k != "policy"}
+        if policies is not None:
+            extra["policy"] = policies.as_dict()
         if succeeded:
             before = Protection.from_dict(extra.get("protection"))
             given = settings.file_protection

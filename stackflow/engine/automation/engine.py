@@ -17,12 +17,13 @@ from typing import Any, TypeVar
 import pulumi.automation as auto
 from pulumi.automation.events import EngineEvent
 
-from stackflow.engine.automation.changes import counts
 from stackflow.engine.automation.command import LockWatchers, RunningCommands
+from stackflow.engine.automation.commands import run_command
 from stackflow.engine.automation.failures import stale_lock_advice
 from stackflow.engine.automation.host import Hosts, stamp_job
 from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.observer import StepObserver
+from stackflow.engine.automation.policies import PolicyRuns
 from stackflow.engine.automation.program import operation_program
 from stackflow.engine.automation.recovery import recover
 from stackflow.engine.automation.stackstate import exported_state, read_state
@@ -69,6 +70,7 @@ class AutomationEngine:
         self.cloud = settings.cloud
         self.commands = RunningCommands(settings.stall_timeout_s, settings.cancel_grace_s)
         self.ws = Workspaces(settings, self.commands)
+        self.policies = PolicyRuns(self.ws)
         self._guard = threading.Lock()
         self._running: dict[str, auto.Stack] = {}
         self._cancelled: set[str] = set()
@@ -206,36 +208,26 @@ class AutomationEngine:
         def on_output(line: str) -> None:
             listener.line(scrub_plan_violation(line))  # a plan violation prints secret values
 
-        common: dict[str, Any] = {
-            "on_output": on_output,
-            "on_event": on_event,
-            "program": program,
-        }
+        common: dict[str, Any] = {"on_output": on_output, "on_event": on_event, "program": program}
+        common.update(self.policies.options(spec, operation, listener))  # {}: none run
         outputs: dict[str, OutputValue] = {}
         job = stamp_job(spec, stamp, self.ws.passphrase, self.ws.learn) if hosted else {}
+        refused = None
         with (
             self._running_on(spec, stack),
             self.hosts.serving(spec, hosted, job, listener) as address,
             stack.served_at(address),
         ):
-            if plan is not None:
-                plan.parent.mkdir(parents=True, exist_ok=True)
-            if operation is Operation.UP:
-                up = stack.up(**common, plan=str(plan) if plan else None)
-                changes = counts(up.summary.resource_changes)
-                outputs = self.ws.outputs(up.outputs, listener)
-            elif operation is Operation.PREVIEW:
-                preview = stack.preview(
-                    **common, plan=str(plan) if plan else None, refresh=refresh or None
-                )
-                changes = counts(preview.change_summary)
-            elif operation is Operation.REFRESH:
-                changes = counts(stack.refresh(**common).summary.resource_changes)
-            elif operation is Operation.DRIFT:
-                # A refresh preview: what refresh would adopt is the drift; nothing is written.
-                changes = counts(stack.preview_refresh(**common).change_summary)
-            else:
-                changes = counts(stack.destroy(**common).summary.resource_changes)
+            try:
+                changes, raw = run_command(stack, operation, common, plan, refresh)
+            except auto.CommandError:
+                refused = self.policies.refused(spec, observer.violations)
+                if refused is None:
+                    raise
+        if refused is not None:  # raised outside the handler: no raw CLI text rides along
+            raise refused
+        if raw is not None:
+            outputs = self.ws.outputs(raw, listener)
         if operation in (Operation.REFRESH, Operation.DRIFT):
             outputs = self.ws.outputs(stack.outputs(), listener)  # the redactor learns secrets
         with self._guard:
@@ -259,6 +251,7 @@ class AutomationEngine:
                 else tuple(observer.planned.values())
             ),
             projected=observer.projected,
+            violations=tuple(observer.violations),
         )
 
     def survey(self, spec: StackSpec, listener: Listener) -> OperationResult:

@@ -19,6 +19,7 @@ from stackflow.engine.base import (
     StackSpec,
 )
 from stackflow.engine.envelope import SECRET_SIG
+from stackflow.policy.violation import Violation
 
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"  # the resource whose outputs are the stack's outputs
 
@@ -33,8 +34,20 @@ class StepObserver:
         self.planned: dict[str, ResourceChange] = {}  # by URN: a replace is several steps
         self.projected: dict[str, OutputValue] = {}
         self._drift: dict[str, StepEventMetadata] = {}
+        self.violations: list[Violation] = []  # what the policy packs reported, in order
 
     def __call__(self, event: EngineEvent) -> None:
+        policy = event.policy_event
+        if policy is not None:
+            self.violations.append(
+                Violation.reported(
+                    policy.policy_name,
+                    policy.policy_pack_name,
+                    policy.enforcement_level,
+                    policy.resource_urn,
+                    self.listener.redactor(policy.message),
+                )
+            )
         converted = resource_event(event, self.spec, self.operation)
         if converted is not None:
             self.listener.event(converted)
