@@ -265,12 +265,19 @@ class Settings(BaseModel):
 
     @property
     def file_protection(self) -> Protection:
-        """The protection the environment's file gives (kind, approval, deletion protection)."""
+        """The protection the environment's file gives (kind, approval, deletion protection, the
+        policy packs it enforces)."""
         approval = (
             self.profile.protected if self.approval.required is None else self.approval.required
         )
+        enforcement = self.policy.enforcement or self.profile.policy_enforcement
+        enforced = () if enforcement == "advisory" else tuple(str(p) for p in self.policy.packs)
         return Protection(
-            self.environment_kind.value, approval, self.deletion_protection, self.profile.protected
+            self.environment_kind.value,
+            approval,
+            self.deletion_protection,
+            self.profile.protected,
+            tuple(sorted(enforced)),
         )
 
     def with_recorded_protection(self, recorded: Protection | None) -> Settings:

@@ -1,5 +1,5 @@
 """An environment's protection: its kind, whether `up` waits for approval, whether its database
-has deletion protection, whether destroy needs confirming.
+has deletion protection, whether destroy needs confirming, and which policy packs it enforces.
 
 Protection cannot be dropped by one line: each successful `up` records the protection its file
 gave, and the next run follows the stronger of that record and the file (so the run that lowers
@@ -36,9 +36,12 @@ class Protection:
     approval: bool
     deletion_protection: bool
     confirm_destroy: bool
+    # the policy packs whose rules stop a run (enforcement not advisory), by folder as the file
+    # names them: dropping one, or making it advisory, lowers the protection
+    enforced_packs: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "enforced_packs": list(self.enforced_packs)}
 
     @classmethod
     def from_dict(cls, value: Any) -> Protection | None:
@@ -51,8 +54,9 @@ class Protection:
                 bool(value["approval"]),
                 bool(value["deletion_protection"]),
                 bool(value["confirm_destroy"]),
+                tuple(str(p) for p in value.get("enforced_packs") or ()),  # none before packs
             )
-        except KeyError:
+        except (KeyError, TypeError):
             return None
 
     def stronger(self, other: Protection | None) -> Protection:
@@ -65,6 +69,7 @@ class Protection:
             self.approval or other.approval,
             self.deletion_protection or other.deletion_protection,
             self.confirm_destroy or other.confirm_destroy,
+            tuple(sorted({*self.enforced_packs, *other.enforced_packs})),
         )
 
     def lowered_from(self, before: Protection | None) -> list[str]:
@@ -77,6 +82,9 @@ class Protection:
         for name, words in _WORDS.items():
             if getattr(before, name) and not getattr(self, name):
                 lines.append(f"{words}: on -> off")
+        for pack in before.enforced_packs:
+            if pack not in self.enforced_packs:
+                lines.append(f"policy pack {pack} enforced: on -> off")
         return lines
 
 

@@ -35,7 +35,7 @@ from stackflow.records.environments import (
     record_outcome,
 )
 from stackflow.settings import get_settings
-from tests.realenv import declare, git
+from tests.realenv import ROOT, declare, git
 from tests.realenv import test_project as make_project
 
 pytestmark = pytest.mark.unit
@@ -173,6 +173,7 @@ def test_protection_follows_the_stronger_of_the_record_and_the_file(tmp_path: Pa
         "approval": True,
         "deletion_protection": True,
         "confirm_destroy": True,
+        "enforced_packs": [],
     }
     # one line turns the kind to dev: refused, naming the file and what to set
     with pytest.raises(ProtectionLowered) as caught:
@@ -196,6 +197,29 @@ def test_protection_follows_the_stronger_of_the_record_and_the_file(tmp_path: Pa
     assert kept["protection"]["approval"] is False and kept["protection"]["kind"] == "dev"
     assert kept["unprotected"]["reason"] == "moved to the dev account"
     assert not guard_environment(_prod(tmp_path, kind="dev", approval=why), records).protected
+
+
+def test_a_prod_environment_drops_or_relaxes_its_policy_packs_only_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    records = open_records(str(tmp_path / "records"))
+    project = make_project(tmp_path / "project")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "policy_packs" / "acme", project / "acme")
+    deployed = _prod(tmp_path, policy={"packs": ["acme"]})
+    assert deployed.file_protection.enforced_packs == ("acme",)  # prod's kind: mandatory
+    record_attempt(records, deployed)
+    record_outcome(records, deployed, succeeded=True)
+    for relaxed in ({"packs": []}, {"packs": ["acme"], "enforcement": "advisory"}):
+        with pytest.raises(ProtectionLowered, match="policy pack acme enforced: on -> off"):
+            guard_environment(_prod(tmp_path, policy=relaxed), records)
+        why = {"unprotect": "the pack moved to the org's own repository"}
+        allowed = guard_environment(_prod(tmp_path, policy=relaxed, approval=why), records)
+        assert allowed.lowered_protection() == ["policy pack acme enforced: on -> off"]
+    # a pack enforced as each rule says is still enforced: nothing lowered
+    kept = _prod(tmp_path, policy={"packs": ["acme"], "enforcement": "pack"})
+    assert guard_environment(kept, records).lowered_protection() == []
 
 
 def test_a_checkout_with_edits_is_named_and_a_clean_one_runs(repo: Path) -> None:
