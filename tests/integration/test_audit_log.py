@@ -17,9 +17,9 @@ import pytest
 
 from stackflow.audit import Action, read_log, record
 from stackflow.audit.store import open_audit
+from tests import realenv
 from tests.fixtures.localcloud import LocalCloud
 from tests.fixtures.s3backend import LOCAL_CREDENTIALS, s3_url
-from tests import realenv
 from tests.realenv import ROOT
 
 pytestmark = pytest.mark.integration
