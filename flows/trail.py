@@ -67,7 +67,7 @@ def run_ended(settings: Settings, summary: PipelineSummary) -> None:
         "ui_url": summary.ui_url,
     }
     if summary.failed and not summary.stopped:
-        error = payload_text(str(summary.failed).splitlines()[0] if summary.failed else "")
+        error = payload_text(str(summary.failed).splitlines()[0])
         emit_environment_event(
             RUN_FAILED, summary.environment, {**common, "stacks": failed, "error": error}
         )
