@@ -133,7 +133,6 @@ def run_pipeline(
         graph=ctx.graph,
         policies=policies,
     )
-    run_started(settings, op, ctx.commit, list(request.stacks))
     started = time.monotonic()
     created_record = False
     if op is Operation.UP:
@@ -142,6 +141,7 @@ def run_pipeline(
         created_record = record_attempt(records, settings)
     changing = op in (Operation.UP, Operation.REFRESH, Operation.DESTROY)
     stacks = [n for n in nodes if n in ctx.graph.stacks]
+    run_started(settings, op, ctx.commit, stacks)
 
     def turn() -> contextlib.AbstractContextManager[None]:
         return _whole_environment(ctx, op, nodes)
