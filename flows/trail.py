@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from flows.events import emit_environment_event
 from stackflow.audit import Action, record, refusal
-from stackflow.audit.who import Actor, commit_author, current_actor, decider
+from stackflow.audit.who import authored, current_actor, decider
 from stackflow.engine import Operation
 from stackflow.errors import ConfirmationRequired, StackflowError, StepRefused
+from stackflow.gitops.sync import Result
 from stackflow.notifications import (
     DRIFT_FOUND,
     ENVIRONMENT_GONE,
@@ -197,13 +198,10 @@ def environment_destroyed(settings: Settings, why: str) -> None:
 def sync_reported(settings: Settings, outcome: dict[str, Any]) -> None:
     """A sync's outcome was reported: a refused commit is recorded, under its author's name
     (unverified), and announced."""
-    if outcome.get("result") != "refused":
+    if outcome.get("result") != Result.REFUSED:
         return
     commit = str(outcome["commit"])
-    noted = commit_author(settings.state.checkout(commit))
-    actor = current_actor(settings.project_dir)
-    if noted is not None:
-        actor = Actor(noted[1], f"sync of commit {commit[:12]} (its author)", actor.host)
+    actor = authored(settings.state.checkout(commit)) or current_actor(settings.project_dir)
     why = str(outcome.get("message") or "")
     record(
         settings,

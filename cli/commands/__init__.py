@@ -92,8 +92,8 @@ COMMANDS: tuple[Command | CodeCommand, ...] = (
     Command(
         "audit",
         "the audit log: every run started, approval, refusal, lock broken, pending operation "
-        "imported or cleared, environment expired or destroyed and passphrase rotation, and "
-        "whether its chain of hashes holds",
+        "imported or cleared, environment expired or destroyed and team operation, and whether "
+        "its chain of hashes holds",
         audit.run,
         (environment, cloud_option, audit.add_arguments),
     ),

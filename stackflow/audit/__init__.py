@@ -3,7 +3,7 @@ records and never updated or deleted by stackflow, each entry chained to the one
 its hash (`stackflow.audit.chain`), so an edited or removed entry is found.
 
 `record(settings, action, ...)` is the one door every writer uses (the runs, the approval gate,
-lock breaking and pending-operation recovery, cleanup, syncs, passphrase rotation, policy
+lock breaking and pending-operation recovery, cleanup, syncs, team operations, policy
 overrides); `read_log(settings)` reads the whole log back and checks its chain
 (`python flows/run.py audit`). Secrets never enter it: every text of an entry is masked with the
 secrets the settings know (and any the caller adds) before it is written.
@@ -12,6 +12,8 @@ secrets the settings know (and any the caller adds) before it is written.
 from __future__ import annotations
 
 import contextlib
+import math
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from stackflow.audit.chain import ChainReport, Entry, Head, encode, verify
 from stackflow.audit.store import AuditLog, AuditUnavailable, open_audit
 from stackflow.audit.who import Actor, current_actor, decider
-from stackflow.records import ABSENT, RecordConflict, Records, RecordsError, open_records
+from stackflow.records import Records, RecordsError, open_records, update
 from stackflow.records.projects import ProjectRecords
 
 if TYPE_CHECKING:
@@ -59,6 +61,8 @@ class Action(StrEnum):
     ENVIRONMENT_DESTROYED = "environment.destroyed"  # every stack of it destroyed, forgotten
     SYNC_REFUSED = "sync.refused"  # a commit a sync would not run
     PASSPHRASE_ROTATED = "passphrase.rotated"
+    STATE_IMPORTED = "state.imported"  # a one-machine state folder moved into the team's backend
+    STACK_ADOPTED = "stack.adopted"  # a project's deployed stack moved into stackflow's backend
     POLICY_OVERRIDDEN = "policy.overridden"  # a policy's finding let through on purpose
 
 
@@ -163,27 +167,20 @@ def _opened(settings: Settings) -> Iterator[tuple[AuditLog, Records]]:
 
 def _advance_head(records: Records, head: Head) -> None:
     """Keep the head record at the last entry written (never moved back by a slower writer)."""
-    for _ in range(20):
-        found = records.get(HEAD_KEY)
-        if found is not None and int(found.value.get("seq", 0)) >= head.seq:
-            return
-        try:
-            records.put(
-                HEAD_KEY,
-                head.as_dict(),
-                expect_version=ABSENT if found is None else found.version,
-            )
-            return
-        except RecordConflict:
-            continue
+
+    def ahead(found: dict[str, Any] | None) -> dict[str, Any] | None:
+        behind = found is None or int(found.get("seq", 0)) < head.seq
+        return head.as_dict() if behind else None
+
+    update(records, HEAD_KEY, ahead)
 
 
 def _flow_run_id() -> str | None:
     """The Prefect flow run this process is in, if any."""
-    try:
-        from prefect.context import FlowRunContext, TaskRunContext
-    except ImportError:  # pragma: no cover (Prefect is a dependency)
+    if "prefect" not in sys.modules:  # not imported: in no flow run (and not paid for here)
         return None
+    from prefect.context import FlowRunContext, TaskRunContext
+
     flow = FlowRunContext.get()
     if flow is not None and flow.flow_run is not None:
         return str(flow.flow_run.id)
@@ -198,6 +195,8 @@ def _masked(value: Any, mask: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         text = mask(value)
         return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN or infinity
     if isinstance(value, bool | int | float) or value is None:
         return value
     if isinstance(value, Mapping):

@@ -34,7 +34,9 @@ def encode(fields: Mapping[str, Any], seq: int, prev: str) -> bytes:
         TypeError, ValueError: a field is not JSON.
     """
     body = {**fields, "format": FORMAT, "seq": seq, "prev": prev}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    text = json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
     return text.encode("ascii")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,9 +68,9 @@ def current_actor(project_dir: Path | None = None) -> Actor:
     """Who acts through this process: a sync's run (its project is an exported commit with its
     author noted), a deployment's flow run, or the command line."""
     host = socket.gethostname()
-    author = commit_author(project_dir) if project_dir is not None else None
+    author = authored(project_dir) if project_dir is not None else None
     if author is not None:
-        return Actor(author[1], f"sync of commit {author[0][:12]} (its author)", host)
+        return author
     door = _deployment_door()
     if door is not None:
         return Actor(UNKNOWN, door, host)
@@ -89,10 +90,10 @@ def decider(channel: str) -> Actor:
 
 def _deployment_door() -> str | None:
     """How the current flow run was started when a deployment's (None: not a deployment run)."""
-    try:
-        from prefect.context import FlowRunContext
-    except ImportError:  # pragma: no cover (Prefect is a dependency)
+    if "prefect" not in sys.modules:  # not imported: in no flow run (and not paid for here)
         return None
+    from prefect.context import FlowRunContext
+
     context = FlowRunContext.get()
     run = context.flow_run if context is not None else None
     if run is None or run.deployment_id is None:
@@ -122,6 +123,16 @@ def note_author(git: Git, mirrors: Path, checkout: Path, commit: str) -> None:
     author = " ".join(text.decode(errors="replace").split())[:200]
     if author:
         (checkout / AUTHOR_FILE).write_text(f"{commit}\n{author}\n")
+
+
+def authored(checkout: Path) -> Actor | None:
+    """The author of the commit a sync exported into `checkout`, as the actor of what is done
+    with it (unverified: git's author line is whatever its writer put there)."""
+    noted = commit_author(checkout)
+    if noted is None:
+        return None
+    commit, author = noted
+    return Actor(author, f"sync of commit {commit[:12]} (its author)", socket.gethostname())
 
 
 def commit_author(project_dir: Path) -> tuple[str, str] | None:

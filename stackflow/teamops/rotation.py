@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackflow.audit import Action, record
 from stackflow.backends import mask_url
 from stackflow.engine.checkpoints import CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
@@ -161,11 +160,4 @@ def rotate_passphrase(
                     what = "re-encrypted under the new passphrase"
                 report.stacks.append((name, what))
                 say(f"stack {name}: {what}")
-    record(
-        settings,
-        Action.PASSPHRASE_ROTATED,
-        environment=None,
-        details=report.as_dict(),
-        secrets=[new],
-    )
     return report
