@@ -113,6 +113,8 @@ def a_refused_commit(setup: Setup, folder: Path, environment: str) -> str:
     git(folder, "clone", "-q", str(origin), str(work))
     lock = (ROOT / "constraints.txt").read_text()
     (work / "constraints.txt").write_text(lock + "zzz-unheard-of==1.0\n")
+    (work / "flows").mkdir()
+    shutil.copy2(ROOT / "flows" / "run.py", work / "flows" / "run.py")  # what a worker runs
     git(work, "add", "-A")
     git(work, "commit", "-q", "-m", "a new pin")
     git(work, "push", "-q", "origin", "main")
