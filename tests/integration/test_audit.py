@@ -8,12 +8,10 @@ exits 1."""
 
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import socket
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,7 +22,7 @@ import pytest
 
 from stackflow import exits
 from tests.faults.helpers import backend_dir
-from tests.realenv import cli, declare, process_env, real_variables, unique
+from tests.realenv import cli, declare, deploy_answering, process_env, real_variables, unique
 
 pytestmark = pytest.mark.integration
 
@@ -49,34 +47,6 @@ def real_env(
     from stackflow.localprefect import drain_prefect_queues
 
     drain_prefect_queues()
-
-
-def deploy_approved(environment: str) -> Any:
-    """`up` of networking in a thread of this process, its plan approved from another thread as
-    the UI's form would; the flow's final state."""
-    from flows.approval import answer
-    from flows.pipeline import deploy
-    from stackflow.progress import ApprovalRequested, hub
-
-    result: dict[str, Any] = {}
-
-    def seen(event: Any) -> None:
-        if isinstance(event, ApprovalRequested):
-            threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(answer, event.flow_run_id, True, "looks right"),
-                daemon=True,
-            ).start()
-
-    def run() -> None:
-        result["state"] = deploy(environment=environment, stacks=["networking"], return_state=True)
-
-    with hub().subscribed(seen):
-        worker = threading.Thread(target=contextvars.copy_context().run, args=(run,))
-        worker.start()
-        worker.join(timeout=600)
-    assert "state" in result, "the deploy flow did not end"
-    return result["state"]
 
 
 def leave_a_dead_lock(state_dir: Path, environment: str) -> int:
@@ -117,7 +87,7 @@ def test_a_sequence_of_runs_reads_back_whole_and_a_tampered_entry_is_found(
     declare(real_env, gated, approval={"required": True, "timeout_s": 600})
     declare(real_env, brief, ttl_hours=0.0001)  # 0.36 s: expired once its deploy ends
 
-    assert deploy_approved(gated).is_completed()
+    assert deploy_answering(gated, True, "looks right").is_completed()
     dead_pid = leave_a_dead_lock(state_dir, gated)
     assert refresh(environment=gated, stacks=["networking"], return_state=True).is_completed()
     assert destroy(environment=gated, return_state=True).is_completed()

@@ -9,12 +9,10 @@ event, and the webhook holds one message per event, never one per stack or per r
 
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from collections import Counter
@@ -33,7 +31,16 @@ from stackflow.notifications import (
     RUN_FAILED,
     SYNC_REFUSED,
 )
-from tests.realenv import ROOT, cli, declare, outputs, process_env, real_variables, unique
+from tests.realenv import (
+    ROOT,
+    cli,
+    declare,
+    deploy_answering,
+    outputs,
+    process_env,
+    real_variables,
+    unique,
+)
 from tests.webhook import Listener
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -126,34 +133,6 @@ def a_refused_commit(setup: Setup, folder: Path, environment: str) -> str:
     return git(work, "rev-parse", "HEAD")
 
 
-def reject_the_plan(environment: str) -> Any:
-    """`up` of networking in a thread of this process; its plan rejected from another thread as
-    the UI's form would. The flow's final state."""
-    from flows.approval import answer
-    from flows.pipeline import deploy
-    from stackflow.progress import ApprovalRequested, hub
-
-    result: dict[str, Any] = {}
-
-    def seen(event: Any) -> None:
-        if isinstance(event, ApprovalRequested):
-            threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(answer, event.flow_run_id, False, "not today"),
-                daemon=True,
-            ).start()
-
-    def run() -> None:
-        result["state"] = deploy(environment=environment, stacks=["networking"], return_state=True)
-
-    with hub().subscribed(seen):
-        worker = threading.Thread(target=contextvars.copy_context().run, args=(run,))
-        worker.start()
-        worker.join(timeout=600)
-    assert "state" in result, "the deploy flow did not end"
-    return result["state"]
-
-
 def read_events(names: list[str], since: datetime, done: Callable[[list[Any]], bool]) -> list[Any]:
     """Events named `names` since `since`, polled until `done` says they are all there."""
     from prefect.client.orchestration import get_client
@@ -219,7 +198,7 @@ def test_each_notice_reaches_the_webhook_once_per_event(setup: Setup, tmp_path: 
     assert destroy(environment=main, return_state=True).is_completed()
 
     declare(setup.variables, gated, approval={"required": True, "timeout_s": 600})
-    assert reject_the_plan(gated).is_cancelled()
+    assert deploy_answering(gated, False, "not today").is_cancelled()
     declare(setup.variables, brief, ttl_hours=0.0001)  # 0.36 s: expired once its deploy ends
     deploy(environment=brief, stacks=["networking"])
     assert cleanup_expired()["destroyed"] == [brief]
