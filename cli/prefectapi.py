@@ -21,6 +21,7 @@ def use_local_prefect(settings: Settings) -> None:
         auth = os.environ.get("PREFECT_API_AUTH_STRING")
         _check_reachable(api_url, auth)
         point_prefect_at(api_url, auth)
+        install_notices(settings, api_url, auth)
         return
     from stackflow.localprefect import ensure_local_prefect
 
@@ -29,7 +30,26 @@ def use_local_prefect(settings: Settings) -> None:
 
     server = ensure_local_prefect(settings.state_dir, settings.local_prefect_port, say=progress)
     point_prefect_at(server.api_url, server.auth_string)
+    install_notices(settings, server.api_url, server.auth_string)
     progress(f"Prefect: {server.url} (local server; `python flows/run.py server stop` stops it)")
+
+
+def install_notices(settings: Settings, api_url: str, auth: str | None) -> None:
+    """With `[notifications] block` set, the notification automations on the server a run
+    reports to, installed or brought up to date (nothing is asked of it otherwise).
+
+    Raises:
+        NotificationBlockMissing: the block is not on that server (before the run starts).
+    """
+    if settings.notifications.block is None:
+        return
+    from prefect.client.orchestration import SyncPrefectClient
+
+    from stackflow.notifications import install_notifications
+
+    with SyncPrefectClient(api_url, auth_string=auth) as client:
+        for line in install_notifications(client, settings.notifications.block):
+            print(line, file=sys.stderr)
 
 
 def use_local_cloud(settings: Settings) -> None:

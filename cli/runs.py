@@ -48,6 +48,7 @@ def run_flow_command(
     Returns:
         The exit code of how the run ended (stackflow.exits).
     """
+    from stackflow.audit import refusal
     from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
     from stackflow.records.environments import guard_environment
 
@@ -58,6 +59,7 @@ def run_flow_command(
         if flow in ("deploy", "preview"):
             _ready_policies(settings)
     except (ConfirmationRequired, DeletionProtected, SettingsError, Refused) as exc:
+        refusal(settings, args.command, exc)
         return fail(str(exc), exits.USAGE, exc.what_to_do, as_json=args.json)
     stacks = chosen_stacks(args)  # an unknown stack is refused here, still before any server
     from cli.prefectapi import use_local_cloud, use_local_prefect

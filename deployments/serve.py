@@ -169,11 +169,32 @@ def main(argv: list[str] | None = None) -> int:
         deployments = build_deployments(
             args.environments, args.drift_cron, args.cleanup_cron, args.role
         )
+        install_notices()
     except ValueError as exc:  # a bad environment name or cron: say which, serve nothing
         print(f"error: {exc}", file=sys.stderr)
         return 2
     serve_bounded(deployments, limit=args.limit)
     return 0
+
+
+def install_notices() -> None:
+    """The notification automations `[notifications] block` asks for, on the server this process
+    serves to (see `stackflow.notifications`); nothing when it is unset.
+
+    Raises:
+        SettingsError: a bad setting, or a block the server does not have.
+    """
+    from prefect.client.orchestration import get_client
+
+    from stackflow.notifications import install_notifications
+    from stackflow.settings import get_settings
+
+    block = get_settings(strict=False).notifications.block
+    if block is None:
+        return
+    with get_client(sync_client=True) as client:
+        for line in install_notifications(client, block):
+            print(line)
 
 
 PAUSE_WITHIN_S = (

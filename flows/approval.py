@@ -101,7 +101,11 @@ def await_decision(
     """
     logger = get_run_logger()
     run_id = str(flow_run.id)
-    _emit(plan, "stackflow.approval.requested", {"round": plan.round, **_counts(plan)})
+    _emit(
+        plan,
+        "stackflow.approval.requested",
+        {"round": plan.round, **_counts(plan), "ui_url": ui_url},
+    )
     progress.publish(ApprovalRequested(plan.environment, run_id, plan, timeout_s, ui_url))
     logger.info(
         "waiting up to %ds for approval of the plan for %s (round %d)%s",
@@ -202,9 +206,12 @@ def _now() -> str:
 
 
 def _counts(plan: DeployPlan) -> dict[str, Any]:
+    from flows.trail import plan_summary
+
     stacks = {s.node: s.changes.as_dict() for s in plan.stacks}
     m = plan.migrations  # planned as protected: `blocking` is every unallowed finding
     return {
+        "summary": plan_summary(plan),
         "stacks": stacks,
         "pending_migrations": len(m.pending) if m else 0,
         "destructive_findings": len(m.blocking) if m else 0,

@@ -9,6 +9,7 @@ from prefect.logging import get_run_logger
 
 from flows.events import emit_environment_event
 from flows.pipeline import PipelineRequest, run_pipeline
+from flows.trail import EXPIRED, environment_expired
 from stackflow.engine import Operation, get_engine
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync as gitops
@@ -22,16 +23,19 @@ class CleanupFailed(StackflowError):
     """Some expired environments could not be destroyed (each named, with why)."""
 
 
-def destroy_environment(name: str, cloud: str) -> None:
+def destroy_environment(name: str, cloud: str, why: str) -> None:
     """Destroy every stack of `name` (this worker's code), remove the stacks from the backend,
     and forget the environment: its record, its status records and its concurrency limits.
+    `why` says why, for the audit log and the notification.
 
     Raises:
         StackflowError: the destroy failed (named); what is recorded stays, for a later try.
     """
     env_settings = get_settings(name, cloud, strict=False)
     run_pipeline(
-        PipelineRequest(environment=name, cloud=cloud, operation=Operation.DESTROY), env_settings
+        PipelineRequest(environment=name, cloud=cloud, operation=Operation.DESTROY),
+        env_settings,
+        why,
     )
     engine = get_engine(env_settings)
     graph = graph_of(env_settings)
@@ -40,6 +44,11 @@ def destroy_environment(name: str, cloud: str) -> None:
     records = records_of(env_settings)
     forget(records, name)
     prune_limits(name, graph.stacks)
+
+
+def expiry(ttl_hours: float | None) -> str:
+    """Why cleanup destroys an environment, as the audit log and the notification say it."""
+    return f"{EXPIRED}its TTL of {ttl_hours or 0:g} h from its first deploy passed"
 
 
 @flow(name="cleanup-expired", log_prints=False, persist_result=False)
@@ -66,8 +75,9 @@ def cleanup_expired(dry_run: bool = False) -> dict[str, Any]:
         )
         if dry_run:
             continue
+        environment_expired(settings, record.name, record.ttl_hours)
         try:
-            destroy_environment(record.name, record.cloud)
+            destroy_environment(record.name, record.cloud, expiry(record.ttl_hours))
         except StackflowError as exc:  # one environment's failure does not stop the others
             logger.error("%s: not destroyed: %s", record.name, exc)
             failed[record.name] = str(exc)

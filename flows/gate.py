@@ -24,6 +24,7 @@ from flows.summary import (
     PipelineSummary,
     publish,
 )
+from flows.trail import decided
 from flows.walk import Walk, announce_phase, describe, walk_graph
 from stackflow.dag import Node, NodeKind
 from stackflow.engine import Operation
@@ -100,6 +101,7 @@ def gated_up(
             finally:
                 phase("running")
             summary.approvals.append(decision)
+            decided(settings, built, decision, ctx.commit)
             if not decision.approved:
                 summary.outcomes = _merged(earlier, [_unapplied(n, decision) for n in nodes])
                 summary.stopped = decision.line()

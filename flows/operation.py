@@ -27,6 +27,7 @@ from flows.summary import (
     flow_run_url,
     publish,
 )
+from flows.trail import environment_destroyed, run_ended, run_started
 from flows.walk import announce_phase, build_context, steps_of, walk_graph
 from stackflow.engine import Operation
 from stackflow.errors import StackflowError, StepRefused
@@ -77,11 +78,14 @@ class PipelineRequest(BaseModel):
     confirm: bool = Field(False, description="Confirm destroying a protected (prod) environment.")
 
 
-def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> PipelineSummary:
+def run_pipeline(
+    request: PipelineRequest, settings: Settings | None = None, why: str = ""
+) -> PipelineSummary:
     """Run one operation over the graph inside the current flow run.
 
     In a protected environment ([approval] required in its file; default: the prod kind) an
     `up` first builds the combined plan and waits for its approval (see `flows.gate.gated_up`).
+    `why`: why a destroy runs when it is not someone's (an expired TTL), for the audit log.
 
     Raises:
         ConfirmationRequired: destroy of a protected environment without `confirm`.
@@ -137,6 +141,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         created_record = record_attempt(records, settings)
     changing = op in (Operation.UP, Operation.REFRESH, Operation.DESTROY)
     stacks = [n for n in nodes if n in ctx.graph.stacks]
+    run_started(settings, op, ctx.commit, stacks)
 
     def turn() -> contextlib.AbstractContextManager[None]:
         return _whole_environment(ctx, op, nodes)
@@ -185,6 +190,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         with contextlib.suppress(StackflowError):  # a report: never what decides the run
             record_run_history(records, summary, run_id, stacks)
     publish(summary)
+    run_ended(settings, summary)
     if op is Operation.UP:
         succeeded = not (summary.failed or summary.stopped)
         if not succeeded and created_record and not holds_resources(ctx):
@@ -195,6 +201,7 @@ def run_pipeline(request: PipelineRequest, settings: Settings | None = None) -> 
         forget(records, settings.environment)  # gone: it may be deployed anywhere next
         forget_environment(records, settings.environment)
         forget_history(records, settings.environment)
+        environment_destroyed(settings, why)
     if op is not Operation.PREVIEW:
         with contextlib.suppress(StackflowError):  # a report: never what decides the run
             publish_status(records, ctx.graph.stacks, settings.environment)

@@ -29,9 +29,10 @@ from flows.summary import (
     RunInterrupted,
     RunStopped,
 )
+from flows.trail import refused
 from flows.walk import build_context, retry_delays
 from stackflow.engine import Operation
-from stackflow.errors import SettingsError
+from stackflow.errors import SettingsError, StackflowError
 from stackflow.graphs import project_graph
 
 __all__ = [  # what callers import from here, wherever it is defined
@@ -82,6 +83,9 @@ def _run(request: PipelineRequest) -> Any:
         return run_pipeline(request).as_dict()
     except RunStopped as exc:
         return end_state(exc.state_name, str(exc), exc.summary)
+    except StackflowError as exc:
+        refused(request.environment, request.cloud, request.operation.value, exc)
+        raise
 
 
 def _request(

@@ -104,7 +104,7 @@ def review_branches() -> dict[str, Any]:
         if record is not None:  # destroyed already when its TTL passed: only the record is left
             logger.info("%s: its branch %s is gone: destroying it", name, branch)
             try:
-                destroy_environment(name, record.cloud)
+                destroy_environment(name, record.cloud, f"its review branch {branch} is gone")
             except StackflowError as exc:
                 failed[name] = f"not destroyed: {exc}"
                 logger.error("%s: not destroyed: %s", name, exc)

@@ -38,7 +38,9 @@ from flows.events import emit_environment_event
 from flows.handoff import REQUIRED_FILES, Handoff, check_handoff, verify_summary
 from flows.pages import publish_status
 from flows.summary import current_flow_run_id, flow_run_going
+from flows.trail import sync_reported
 from stackflow import exits
+from stackflow.audit.who import note_author
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError, export_commit, masked_repository
@@ -288,6 +290,7 @@ def sync_commit(
             max_files=settings.git.max_export_files,
             max_bytes=settings.git.max_export_mb * 2**20,
         )
+        note_author(git, settings.state.git_mirrors, handoff.checkout, head)
         check_handoff(handoff)  # the worker's own checks, before the commit's code runs
     except SettingsError as exc:  # CommitRefused, locks, its file, protection, scope
         sync.finish(records, env, head, sync.Result.REFUSED, str(exc), settings.git.interval_s)
@@ -360,6 +363,7 @@ def _report(settings: Settings, outcome: dict[str, Any]) -> None:
             "stacks": {s["stack"]: s["status"] for s in stacks},
         },
     )
+    sync_reported(settings, outcome)
 
 
 @flow(name="sync", flow_run_name="sync-{environment}", log_prints=False, persist_result=False)

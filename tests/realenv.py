@@ -194,3 +194,36 @@ def update_history(state_dir: Path, environment: str, stack: str) -> list[dict[s
 def intervals(state_dir: Path, environment: str, stack: str) -> list[tuple[int, int]]:
     """(start, end) of each finished update, refresh or destroy of a stack, from Pulumi's history."""
     return [(r["startTime"], r["endTime"]) for r in update_history(state_dir, environment, stack)]
+
+
+def deploy_answering(environment: str, approve: bool, reason: str) -> Any:
+    """`up` of networking in a thread of this process (this machine's variables must be set in
+    it), each plan it asks approval for answered from another thread as the UI's form would:
+    approved or rejected with `reason`. The flow's final state."""
+    import contextvars
+    import threading
+
+    from flows.approval import answer
+    from flows.pipeline import deploy
+    from stackflow.progress import ApprovalRequested, hub
+
+    result: dict[str, Any] = {}
+
+    def seen(event: Any) -> None:
+        if isinstance(event, ApprovalRequested):
+            threading.Thread(
+                # in this context: Prefect's settings (the session's server) live there
+                target=contextvars.copy_context().run,
+                args=(answer, event.flow_run_id, approve, reason),
+                daemon=True,
+            ).start()
+
+    def run() -> None:
+        result["state"] = deploy(environment=environment, stacks=["networking"], return_state=True)
+
+    with hub().subscribed(seen):
+        worker = threading.Thread(target=contextvars.copy_context().run, args=(run,))
+        worker.start()
+        worker.join(timeout=600)
+    assert "state" in result, "the deploy flow did not end"
+    return result["state"]

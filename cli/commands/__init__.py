@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cli.command import CodeCommand, Command
 from cli.commands import (
+    audit,
     cloud,
     destroy,
     drift,
@@ -87,6 +88,14 @@ COMMANDS: tuple[Command | CodeCommand, ...] = (
         "(ready, reconciling, failed, drifted, expired, waiting for approval)",
         status.run,
         (environment, cloud_option, status.add_arguments),
+    ),
+    Command(
+        "audit",
+        "the audit log: every run started, approval, refusal, lock broken, pending operation "
+        "imported or cleared, environment expired or destroyed and team operation, and whether "
+        "its chain of hashes holds",
+        audit.run,
+        (environment, cloud_option, audit.add_arguments),
     ),
     Command(
         "rehearse",

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     say = (lambda _text: None) if args.json else print
     report: dict[str, Any] = {}
     if args.action == "automation":
-        return install_on_team_server(args, say)
+        return install_on_team_server(args, settings, say)
     if (args.file is not None) != (args.action in ("backup", "restore")):
         raise ServerUsage(
             f"server {args.action} takes a FILE"
@@ -128,16 +128,21 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def install_on_team_server(args: argparse.Namespace, say: Callable[[str], object]) -> int:
+def install_on_team_server(
+    args: argparse.Namespace, settings: Settings, say: Callable[[str], object]
+) -> int:
     """`server automation`: the zombie automation on the server PREFECT_API_URL names (a team's
-    own server; those the project starts get it themselves); 0.
+    own server; those the project starts get it themselves), and the notification automations
+    `[notifications] block` asks for (removed when it is unset); 0.
 
     Raises:
         ServerUsage: no PREFECT_API_URL (exit 2).
+        NotificationBlockMissing: the block is not on that server (exit 2).
     """
     from prefect.client.orchestration import SyncPrefectClient
 
     from stackflow.crashes import AUTOMATION_NAME, install_zombie_automation
+    from stackflow.notifications import install_notifications
 
     api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:
@@ -145,9 +150,17 @@ def install_on_team_server(args: argparse.Namespace, say: Callable[[str], object
     auth = os.environ.get("PREFECT_API_AUTH_STRING") or None
     with SyncPrefectClient(api_url, auth_string=auth) as client:
         created = install_zombie_automation(client)
+        notices = install_notifications(client, settings.notifications.block)
     say(f"automation {AUTOMATION_NAME!r} {'installed' if created else 'already installed'}")
+    for line in notices:
+        say(line)
     if args.json:
-        print(json.dumps({"automation": AUTOMATION_NAME, "created": created}, sort_keys=True))
+        print(
+            json.dumps(
+                {"automation": AUTOMATION_NAME, "created": created, "notifications": notices},
+                sort_keys=True,
+            )
+        )
     return 0
 
 

@@ -104,6 +104,19 @@ def _adopt(args: argparse.Namespace, settings: Settings, say: Any) -> Any:
     )
 
 
+def audited(settings: Settings, action: str, report: dict[str, Any], secrets: list[str]) -> None:
+    """The team operation that completed, in the audit log (what it did to each stack)."""
+    from stackflow.audit import Action, record
+
+    what = {
+        "import": Action.STATE_IMPORTED,
+        "rotate-passphrase": Action.PASSPHRASE_ROTATED,
+        "adopt": Action.STACK_ADOPTED,
+    }[action]
+    environment = settings.environment if action == "adopt" else None
+    record(settings, what, environment=environment, details=report, secrets=secrets)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the team operation; 0 when it completed.
 
@@ -115,6 +128,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
     footer: list[str] = []
+    secrets: list[str] = []
     if args.action == "adopt":
         report: Any = _adopt(args, settings, say)
     elif args.action == "import":
@@ -147,11 +161,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         check_new_passphrase(new, current, where)
         say(f"re-encrypting every {settings.project} stack in the backend under the new passphrase")
         report = rotate_passphrase(settings, new)
+        secrets = [new]
         footer = [
             "Give every worker and shell the new STACKFLOW_STATE_PASSPHRASE now (restart the "
             "workers). A stack with secret outputs runs once at its next up (0 changes) and is "
             "stamped again; the others keep being skipped.",
         ]
+    audited(settings, args.action, report.as_dict(), secrets)
     for line in report.lines():
         say(line)
     for line in footer:

@@ -46,6 +46,7 @@ from stackflow.records.base import (
 from stackflow.records.errors import RecordConflict, RecordsUnavailable
 
 if TYPE_CHECKING:
+    from stackflow.audit.store import AuditLog
     from stackflow.postgres.client import SharedConnection
 
 RECORDS_DATABASE = "stackflow"
@@ -291,6 +292,11 @@ class PostgresBackend(Backend):
 
     def records(self, url: str) -> Records:
         return PostgresRecords(url)
+
+    def audit(self, url: str, project: str) -> AuditLog:
+        from stackflow.audit.pglog import PostgresAuditLog
+
+        return PostgresAuditLog(url, project)
 
     def records_beside(self, url: str) -> str | None:
         parts = urlsplit(url)

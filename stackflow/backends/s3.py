@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from stackflow.backends.base import (
@@ -45,6 +45,9 @@ from stackflow.records.base import (
     first_version,
 )
 from stackflow.records.errors import RecordConflict, RecordsUnavailable
+
+if TYPE_CHECKING:
+    from stackflow.audit.store import AuditLog
 
 _SUFFIX = ".json"
 _LOST = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404")
@@ -115,7 +118,7 @@ def s3_location(url: str) -> S3Location:
     )
 
 
-class _Bucket:
+class Bucket:
     """One S3 location's client, with S3's answers turned into stackflow's errors."""
 
     def __init__(
@@ -160,7 +163,7 @@ class S3Blobs:
     .json.zst at a time, and S3's one-second modification times could not order two anyway."""
 
     def __init__(self, url: str) -> None:
-        self._s3 = _Bucket(url, "the Pulumi backend", StateBackendUnavailable)
+        self._s3 = Bucket(url, "the Pulumi backend", StateBackendUnavailable)
         self.where = self._s3.where
 
     def _get(self, key: str) -> Blob | None:
@@ -191,7 +194,7 @@ class S3Records:
     """Records under an s3:// URL (the Pulumi CLI's options: endpoint, region, path style)."""
 
     def __init__(self, url: str, *, client: Any | None = None) -> None:
-        self._s3 = _Bucket(url, "stackflow's records at", RecordsUnavailable, client)
+        self._s3 = Bucket(url, "stackflow's records at", RecordsUnavailable, client)
         self._where = self._s3.where
         self._seen: dict[str, tuple[int, str]] = {}  # key -> (version, ETag) last read or written
         self._lock = threading.Lock()
@@ -322,6 +325,11 @@ class S3Backend(Backend):
 
     def records(self, url: str) -> Records:
         return S3Records(url)
+
+    def audit(self, url: str, project: str) -> AuditLog:
+        from stackflow.audit.s3log import S3AuditLog
+
+        return S3AuditLog(url, project)
 
     def records_beside(self, url: str) -> str | None:
         parts = urlsplit(url)

@@ -20,6 +20,7 @@ from pydantic import (
 from stackflow import PROJECT_ROOT
 from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
+from stackflow.config.notifications import NotificationSettings
 from stackflow.config.policy import PolicySettings
 from stackflow.config.protection import Protection, check_unprotect
 from stackflow.config.section import no_control_characters
@@ -174,6 +175,7 @@ class Settings(BaseModel):
     localcloud: LocalCloudSettings = Field(default_factory=LocalCloudSettings)
     git: GitSettings = Field(default_factory=GitSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    notifications: NotificationSettings = Field(default_factory=NotificationSettings)
 
     source: SettingsSource = Field(default_factory=SettingsSource, exclude=True, repr=False)
     # what the last successful `up` recorded: the gate follows the stronger of it and the file

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
+from stackflow.config.notifications import NotificationSettings
 from stackflow.config.policy import PolicySettings
 from stackflow.config.section import Section
 
@@ -358,5 +359,6 @@ SECTIONS: dict[str, type[Section]] = {
     "localcloud": LocalCloudSettings,
     "git": GitSettings,
     "policy": PolicySettings,
+    "notifications": NotificationSettings,
 }
 """Every section, by its key in files and its part of a variable's name (STACKFLOW_<KEY>_...)."""

@@ -92,6 +92,7 @@ HOMES: dict[Key, frozenset[str]] = {
     ("policy", "levels"): _E,
     ("policy", "disabled"): _E,
     ("policy", "config"): _P | _E,
+    ("notifications", "block"): _PM,
     ("localcloud", "port"): _M,
     ("localcloud", "dir"): _M,
 }

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from stackflow.audit import HEAD_KEY
 from stackflow.backends import backend_for, mask_url
 from stackflow.engine.base import INTERNAL_OUTPUT
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
@@ -298,6 +299,8 @@ def move_state(
         _move_stacks(settings, source, target_url, team_passphrase, todo, team_records, report, say)
         old_records = project_records(FileRecords(source.records), settings.project)
         for key in old_records.list():
+            if key == HEAD_KEY:  # the head of the folder's own audit log, which stays there
+                continue
             report.records.append((key, _move_record(old_records, team_records, key)))
     finally:
         team_records.close()

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.realenv import declare, outputs, real_variables, unique
+from tests.webhook import Listener
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,9 +181,28 @@ def test_every_operation_emits_labelled_events(real_env: dict[str, Any]) -> None
             ("stackflow.drift.detected", "database"): 1,
         }
     )
-    events = read_events(env, since, lambda got: len(got) >= expected.total())
+    # and once per run, not per stack, what a person may want to hear of (the notifications)
+    once = Counter(
+        {
+            "stackflow.run.failed": 1,
+            "stackflow.drift.found": 1,
+            "stackflow.environment.destroyed": 1,
+        }
+    )
+    everything = read_events(env, since, lambda got: len(got) >= expected.total() + once.total())
+    events = [e for e in everything if "stackflow.stack" in e.resource]
     got = Counter((e.event, e.resource["stackflow.stack"]) for e in events)
     assert got == expected
+    whole = {e.event: e for e in everything if "stackflow.stack" not in e.resource}
+    assert Counter(e.event for e in everything if e.event in once) == once
+    assert whole["stackflow.run.failed"].payload["stacks"] == ["app"]
+    assert "api error InvalidParameterValue" in whole["stackflow.run.failed"].payload["error"]
+    assert sorted(whole["stackflow.drift.found"].payload["stacks"]) == ["database", "networking"]
+    assert whole["stackflow.environment.destroyed"].payload["what"] == "was destroyed"
+    for e in whole.values():
+        assert e.resource.id == f"stackflow.environment.{env}"
+        assert e.payload["target"] == "local cloud"
+        assert password not in e.model_dump_json()
 
     flow_runs = {
         "stackflow.stack.updated": "deploy",
@@ -276,36 +295,6 @@ def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, 
     # emitted by the same run as the old one's, so it would be stored by now
     kept = read_events(young, since, lambda got: True)
     assert [e.event for e in kept if e.event == "stackflow.environment.expired"] == []
-
-
-class Listener:
-    """A local HTTP endpoint that records the JSON bodies posted to it (the notification target)."""
-
-    def __init__(self) -> None:
-        import json
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.received: list[dict[str, Any]] = []
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                received.append(json.loads(self.rfile.read(length) or b"{}"))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def create_example_notify_automation(block_id: Any, tmp_path: Path) -> uuid.UUID:

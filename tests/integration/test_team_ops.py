@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from stackflow.audit import HEAD_KEY
 from stackflow.backends import open_blobs
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
@@ -123,7 +124,8 @@ def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no
     (create-only: a team record that differs is kept), a team run skips the stack (0 engine
     calls) with the same outputs, and a second import changes nothing."""
     folder = ProjectRecords(open_records(str(setup.state / "records")), "stackflow")
-    keys = folder.list()
+    assert HEAD_KEY in folder.list()  # the folder's own audit log, which stays with the folder
+    keys = [k for k in folder.list() if k != HEAD_KEY]
     assert any(k.startswith("environments/") for k in keys), keys
     team_store = ProjectRecords(open_records(setup.records), "stackflow")
     kept = keys[-1]
@@ -159,6 +161,13 @@ def test_import_moves_stacks_and_records_then_a_team_run_skips_the_stack_with_no
         if key != kept:
             assert found.value == folder.get(key).value, key  # type: ignore[union-attr]
     assert team_store.get(kept).value == {"the team's": "own"}  # type: ignore[union-attr]
+
+    log = json.loads(setup.run("audit", "--json").stdout)  # the team's log starts with the team
+    assert log["holds"] and [e["action"] for e in log["entries"]] == ["state.imported"]
+    assert set(log["entries"][0]["details"]["stacks"]) == {
+        f"{PROJECT}/{setup.environment}",
+        f"{PROBE}/{setup.environment}",
+    }
 
     up = setup.run("up", "--env", setup.environment, "--stacks", "networking")
     assert up.returncode == 0, up.stdout + up.stderr
@@ -347,4 +356,13 @@ def test_rotation_re_keys_every_stack_and_an_up_with_the_new_passphrase_changes_
     assert again.returncode == 0, again.stdout + again.stderr
     assert "already on the new passphrase" in again.stdout and "re-encrypted 0 of 2" in again.stdout
     assert setup.checkpoint().manifest_time == before.manifest_time
-    no_secret_in(short, rotated, forced, skipped, again)
+    log = setup.run("audit", "--json", env=team)
+    assert log.returncode == 0, log.stdout + log.stderr
+    rotations = [
+        e for e in json.loads(log.stdout)["entries"] if e["action"] == "passphrase.rotated"
+    ]
+    assert [sorted(set(e["details"]["stacks"].values())) for e in rotations] == [
+        ["re-encrypted under the new passphrase"],
+        ["already on the new passphrase"],
+    ]
+    no_secret_in(short, rotated, forced, skipped, again, log)

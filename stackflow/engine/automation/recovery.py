@@ -31,6 +31,7 @@ from typing import Any
 
 import pulumi.automation as auto
 
+from stackflow.audit.recovery import lock_broken, pending_settled
 from stackflow.engine.automation.command import run_stack_command
 from stackflow.engine.automation.program import in_process, pulumi_program
 from stackflow.engine.automation.stackstate import read_state
@@ -96,6 +97,7 @@ def recover(
             on_output=listener.line,
             program=pulumi_program(in_process(spec.program)),
         )
+    pending_settled(ws.settings, spec, verdicts, len(pending) - len(creates), where)
     return Recovery(unlocked, tuple(verdicts), len(pending) - len(creates), where)
 
 
@@ -214,4 +216,5 @@ def clear_stale_locks(
             stack.cancel()
     for _lock, why in stale:
         listener.line(f"stack {spec.label}: removed the lock of an interrupted update ({why})")
+        lock_broken(ws.settings, spec, why)
     return True
