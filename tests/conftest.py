@@ -38,10 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(autouse=True)
 def hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The unit tier is hermetic: whatever shell runs it, each test marked `unit` sees the same
-    machine. No STACKFLOW_*, PREFECT_* or PULUMI_* variable of the shell's; the fixture project
-    (tests/fixtures/template/, never the team's own graph and environment files) as the project;
-    a state folder of its own; a working folder without a `.env`. Other tiers set what they run
-    with themselves (tests/realenv.py)."""
+    machine. No STACKFLOW_*, PREFECT_* or PULUMI_* variable (not the tools' either, nor one a
+    session fixture of the same worker set, such as the Prefect server's address); the fixture
+    project (tests/fixtures/template/, never the team's own graph and environment files) as the
+    project; a state folder of its own; a working folder without a `.env`. Other tiers set what
+    they run with themselves (tests/realenv.py)."""
     if request.node.get_closest_marker("unit") is None:
         return
     for key in [k for k in os.environ if k.startswith(SHELL_PREFIXES)]:

@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.template import TEMPLATE
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = ROOT / "flows" / "run.py"
 STACKS = ("networking", "database", "app")
@@ -54,10 +56,6 @@ def unique(prefix: str) -> str:
 
 
 KINDS = ("dev", "staging", "prod", "ephemeral")
-
-TEMPLATE = ROOT / "tests" / "fixtures" / "template"
-"""The fixture project the framework's tests run: the template's graph (nodes.py), project file
-and environment files as shipped, frozen, so a team's edits of its own never reach these tests."""
 
 
 def project_file(graph: str = "nodes") -> str:

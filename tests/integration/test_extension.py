@@ -4,11 +4,11 @@ loopback behind the project's own provider plugins, not AWS).
 
 The project's code is copied into a folder of its own, its graph/nodes.py the template's as it
 ships (the fixture project's nodes.py: a team's own graph never decides whether the guide still
-works), and committed there as a git repository; the test then adds a fourth stack (`audit`: a CloudWatch log group, a type the local cloud
-serves) in one new program module and one `stack(...)` entry whose output reaches the app through
-the app program's generic input (`container_env`), and a custom step (`smoke`: checks the log
-group's ARN, read by type from its upstream outputs) in one new task module and one `step(...)`
-entry. The copy's own command line (`python flows/run.py`) then deploys, previews (0 changes),
+works), and committed there as a git repository; the test then adds a fourth stack (`audit`: a
+CloudWatch log group, a type the local cloud serves) in one new program module and one
+`stack(...)` entry whose output reaches the app through the app program's generic input
+(`container_env`), and a custom step (`smoke`: checks the log group's ARN, read by type from its
+upstream outputs) in one new task module and one `step(...)` entry. The copy's own command line (`python flows/run.py`) then deploys, previews (0 changes),
 shows the graph and destroys one environment of the test's own; Pulumi's update history gives the
 deploy and destroy order, the local cloud's ECS the app's task definition. `git status` in the
 copy proves that only the two new modules and graph/nodes.py changed: no flow, no other task, no

@@ -5,9 +5,9 @@ MariaDB server per database; nothing reaches AWS).
 
 The repository holds this project as it is (every file git would commit), its stackflow.toml
 naming the fixture graph (tests/fixtures/template/nodes.py, each commit's own copy), plus an
-environment file that follows `main`. The module's tests run in file order on one environment: a commit
-deploys, an unchanged branch costs nothing, a bad commit fails and backs off and a fixed one
-heals, a commit waiting for approval is superseded by a newer one, and a review branch gets an
+environment file that follows `main`. The module's tests run in file order on one environment: a
+commit deploys, an unchanged branch costs nothing, a bad commit fails and backs off and a fixed
+one heals, a commit waiting for approval is superseded by a newer one, and a review branch gets an
 environment of its own that goes with the branch. After each, `status --json` agrees with the
 records in the backend.
 """
