@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -36,7 +35,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def hermetic(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """The unit tier is hermetic: whatever shell runs it, each test marked `unit` sees the same
     machine. No STACKFLOW_*, PREFECT_* or PULUMI_* variable (not the tools' either, nor one a
     session fixture of the same worker set, such as the Prefect server's address); the fixture
@@ -47,7 +50,7 @@ def hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         return
     for key in [k for k in os.environ if k.startswith(SHELL_PREFIXES)]:
         monkeypatch.delenv(key)
-    machine = Path(request.getfixturevalue("tmp_path_factory").mktemp("machine"))
+    machine = tmp_path_factory.mktemp("machine")
     monkeypatch.setenv("STACKFLOW_PROJECT_DIR", str(TEMPLATE))
     monkeypatch.setenv("STACKFLOW_STATE_DIR", str(machine / "state"))
     (machine / "work").mkdir()

@@ -40,7 +40,7 @@ TEMPLATES = sorted(
     and A_NAME_OF_KIND[kind] not in DECLARED
 )
 ENVIRONMENTS = DECLARED + TEMPLATES
-PROGRAMS = [n for n in GRAPH.stacks if GRAPH[n].kind is NodeKind.STACK and GRAPH[n].project is None]
+PROGRAMS = [n for n in GRAPH.stacks if GRAPH[n].project is None]
 PROJECTS = [n for n in GRAPH.stacks if GRAPH[n].project is not None]
 
 
