@@ -4,116 +4,26 @@ A stack is a program module (programs/) and one `stack(...)` entry here: its ups
 its program's arguments are built from settings and upstream outputs, and its outputs model. A
 team's existing Pulumi project is one `project(...)` entry naming its folder: its upstream nodes
 and the config it gets from them. A step is a task module (tasks/) and one `step(...)` entry: its
-upstream nodes and the task that runs it. The flows, the engine and the command line know no node by name: order, destroy order,
-targeting, the live view's rows and the graph's picture all come from this list.
+upstream nodes and the task that runs it (the kinds: `graph/kinds.py`). The flows, the engine
+and the command line know no node by name: order, destroy order, targeting, the live view's rows
+and the graph's picture all come from this list.
 """
 
 from __future__ import annotations
 
-import sys
 import typing
-from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
+from graph.kinds import stack, step
 from programs.app import AppArgs, AppOutputs, app
 from programs.common import UNKNOWN
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
-from stackflow.dag import Node, NodeKind, StackGraph, Upstream, program_sources
+from stackflow.dag import StackGraph, Upstream
 from stackflow.migrator.target import MysqlTarget
-from stackflow.projectnodes import ConfigMap, ProjectSource
 from stackflow.settings import EnvironmentKind, Settings
 from tasks.migrate import check_migration_files, migrate_step, migration_plan
-from tasks.stacks import stack_operation
 from tasks.verify import verify_step
-
-
-def stack(
-    name: str,
-    description: str,
-    *,
-    program: Callable[[Any], Mapping[str, Any]],
-    inputs: Callable[[Settings, Upstream], BaseModel],
-    outputs: type[BaseModel],
-    upstream: tuple[str, ...] = (),
-    known: Callable[[Settings], Mapping[str, Any]] | None = None,
-    destroy_guard: Callable[[Settings], None] | None = None,
-    early: tuple[str, ...] = (),
-) -> Node:
-    """A Pulumi stack node, run by the stack task."""
-    return Node(
-        name,
-        NodeKind.STACK,
-        description,
-        upstream=upstream,
-        outputs=outputs,
-        inputs=inputs,
-        program=program,
-        known=known,
-        destroy_guard=destroy_guard,
-        task=stack_operation,
-        sources=program_sources(program),
-        early=early,
-    )
-
-
-def project(
-    name: str,
-    description: str,
-    *,
-    folder: str | Path,
-    upstream: tuple[str, ...] = (),
-    config: ConfigMap | None = None,
-    outputs: type[BaseModel] | None = None,
-    stack: Callable[[Settings], str] | Mapping[str, str] | None = None,
-    destroy_guard: Callable[[Settings], None] | None = None,
-) -> Node:
-    """A Pulumi Python project of the team's own (its folder with Pulumi.yaml, its program and
-    its Pulumi.<stack>.yaml), run by the stack task (docs/guides/project-nodes.md).
-
-    Args:
-        folder: the project's folder; a relative one is relative to the module declaring it.
-        config: its stack config from settings and upstream outputs (`stackflow.projectnodes`).
-        outputs: a model of its exports; None hands them on as they are (untyped).
-        stack: which Pulumi.<stack>.yaml an environment reads: by environment name, or a
-            function of settings; default: the environment's own name.
-    """
-    where = Path(folder)
-    if not where.is_absolute():
-        caller = Path(sys._getframe(1).f_globals.get("__file__") or Path.cwd() / "here")
-        where = caller.resolve().parent / where
-    chosen = stack
-    if isinstance(chosen, Mapping):
-        names = dict(chosen)
-        chosen = lambda settings: names.get(settings.environment, settings.environment)  # noqa: E731
-    return Node(
-        name,
-        NodeKind.STACK,
-        description,
-        upstream=upstream,
-        outputs=outputs,
-        destroy_guard=destroy_guard,
-        task=stack_operation,
-        project=ProjectSource(where, config, chosen),
-    )
-
-
-def step(
-    name: str,
-    description: str,
-    *,
-    task: Any,
-    upstream: tuple[str, ...] = (),
-    plan: Callable[[Any, Mapping[str, Any]], Any] | None = None,
-    check: Callable[[Settings], None] | None = None,
-) -> Node:
-    """A step the flow runs itself, through its own task."""
-    return Node(
-        name, NodeKind.STEP, description, upstream=upstream, task=task, plan=plan, check=check
-    )
 
 
 def _networking(settings: Settings, _: Upstream) -> NetworkingArgs:

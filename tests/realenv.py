@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
+
+from tests.fixtures.template import TEMPLATE
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = ROOT / "flows" / "run.py"
@@ -55,16 +58,27 @@ def unique(prefix: str) -> str:
 KINDS = ("dev", "staging", "prod", "ephemeral")
 
 
+def project_file(graph: str = "nodes") -> str:
+    """The fixture project's stackflow.toml, naming `graph` as its graph's module (default: the
+    fixture graph, nodes.py beside the file)."""
+    import tomllib
+
+    values = tomllib.loads((TEMPLATE / "stackflow.toml").read_text()) | {"graph": graph}
+    return "".join(f"{key} = {_toml(value)}\n" for key, value in values.items())
+
+
 def test_project(folder: Path) -> Path:
-    """A project folder for a test's runs: the repository's stackflow.toml and migrations, and a
-    template per kind that says only the kind (so any test name, dev-1a2b3c or prod-1a2b3c,
-    deploys the kind's defaults). `declare` adds an environment's own file."""
+    """A project folder for a test's runs, made like the fixture project: its stackflow.toml and
+    graph (a copy of nodes.py), the repository's migrations, and a template per kind that says
+    only the kind (so any test name, dev-1a2b3c or prod-1a2b3c, deploys the kind's defaults).
+    `declare` adds an environment's own file."""
     project = folder
     templates = project / "environments" / "templates"
     templates.mkdir(parents=True, exist_ok=True)
     for kind in KINDS:
         (templates / f"{kind}.toml").write_text(f'kind = "{kind}"\ncloud = "local"\n')
-    (project / "stackflow.toml").write_text((ROOT / "stackflow.toml").read_text())
+    (project / "stackflow.toml").write_text(project_file())
+    shutil.copy2(TEMPLATE / "nodes.py", project / "nodes.py")
     if not (project / "migrations").exists():
         (project / "migrations").symlink_to(ROOT / "migrations")
     return project
@@ -167,16 +181,17 @@ def settings_for(variables: dict[str, str], environment: str, cloud: str | None 
 
 
 def outputs(variables: dict[str, str], environment: str) -> dict[str, dict[str, Any]]:
-    """Every stack's outputs (plain values, secrets included) from the real backend."""
-    from graph import GRAPH
+    """Every stack's outputs (plain values, secrets included) from the real backend, for the
+    stacks of the graph the run's project names."""
     from stackflow.dag import bare_spec
     from stackflow.engine import get_engine
+    from stackflow.graphs import project_graph
 
     settings = settings_for(variables, environment)
     engine = get_engine(settings)
     return {
         n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
-        for n in GRAPH.stacks
+        for n in project_graph(Path(variables["STACKFLOW_PROJECT_DIR"])).stacks
     }
 
 

@@ -40,7 +40,9 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
     from playwright.sync_api import expect
     from prefect.client.orchestration import get_client
 
-    from graph import GRAPH
+    from tests.fixtures.template import template_graph
+
+    declared = template_graph()  # the graph the served project runs (its nodes.py)
 
     url = prefect_server.url
     with get_client(sync_client=True) as client:
@@ -82,7 +84,7 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
         expect(field("stacks").get_by_text('Property is type "None"')).to_be_visible()
         field("stacks").get_by_role("button", name="list", exact=True).click()
         field("stacks").locator("button.p-select-button__control").press("ArrowDown")
-        expect(page.get_by_role("option")).to_have_text(GRAPH.order())
+        expect(page.get_by_role("option")).to_have_text(declared.order())
         page.keyboard.press("Escape")
         page.go_back()
 
@@ -136,7 +138,8 @@ def test_quick_run_from_the_ui_deploys_dev_on_the_local_cloud_and_shows_its_summ
         for row in graph.locator("tbody tr").all()
     ]
     assert [row[1:] for row in rows] == [
-        [name, expected[name], ", ".join(GRAPH[name].upstream) or "—"] for name in GRAPH.order()
+        [name, expected[name], ", ".join(declared[name].upstream) or "—"]
+        for name in declared.order()
     ], rows
     assert [int(row[0]) for row in rows] == [1, 2, 3, 4, 5]  # the stage each node runs in
     # the database password is an output: shown masked, never in clear

@@ -203,16 +203,16 @@ class FaultEnv:
     def outputs(self, *stacks: str, environment: str | None = None) -> dict[str, dict[str, Any]]:
         """The stacks' outputs (all stacks by default; plain values, secrets included), read from
         the real backend with this environment's settings (its passphrase too)."""
-        from graph import GRAPH
         from stackflow.dag import bare_spec
         from stackflow.engine import get_engine
+        from tests.fixtures.template import template_graph
 
         with variables_set(self.variables):
             settings = realenv.settings_for(self.variables, environment or self.environment)
             engine = get_engine(settings)
             return {
                 n: {k: v.value for k, v in engine.outputs(bare_spec(settings, n)).items()}
-                for n in stacks or GRAPH.stacks
+                for n in stacks or template_graph().stacks
             }
 
     def database(self, environment: str | None = None) -> MysqlTarget:

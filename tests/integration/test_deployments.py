@@ -1,7 +1,11 @@
 """deployments/: what serve.py registers (a parameter form the UI can render, schedules) and
 deployments/prefect.yaml kept in step with it. The flows behind them run on the real engine in
 test_real_engine.py and the browser tests; here nothing runs, deployments are only registered and
-read back."""
+read back.
+
+prefect.yaml is the team's (generated from its own environments): the tests of it are derived
+from the committed project. serve.py's own rules are tested on the fixture project the unit
+tier runs (tests/fixtures/template/)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,13 @@ from deployments.serve import (
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT_YAML = ROOT / "deployments" / "prefect.yaml"
+
+
+def _committed() -> list[str]:
+    """The environments the team's project declares (what its prefect.yaml serves)."""
+    from stackflow.settings import declared_environments
+
+    return declared_environments(ROOT)
 
 
 def _prefect_yaml() -> dict[str, Any]:
@@ -88,7 +99,8 @@ def test_prefect_yaml_is_the_one_serve_py_generates() -> None:
     """Work pools get exactly what serve.py serves: `--write-prefect-yaml` regenerates it."""
     from deployments.prefect_yaml import prefect_yaml
 
-    assert PREFECT_YAML.read_text() == prefect_yaml(deployment_specs(None)), (
+    served = deployment_specs(None, project_dir=ROOT)
+    assert PREFECT_YAML.read_text() == prefect_yaml(served), (
         "deployments/prefect.yaml is stale: run python deployments/serve.py --write-prefect-yaml"
     )
 
@@ -156,7 +168,7 @@ def test_prefect_yaml_schedules_are_valid_utc_crons() -> None:
             validate_cron_string(schedule["cron"])
             assert schedule["timezone"] == "UTC"
             seen += 1
-    assert seen == 4  # drift of dev, staging and prod, and cleanup
+    assert seen == len(_committed()) + 1  # the drift of each environment, and the cleanup
 
 
 @pytest.mark.unit
@@ -184,22 +196,28 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
             s.tags,
             (trigger(s).model_dump_json(),) if s.triggered_by else (),
         )
-        for s in deployment_specs(None)
+        for s in deployment_specs(None, project_dir=ROOT)
     }
     assert in_yaml == served
-    assert sum(bool(t[-1]) for t in served) == 3  # preview/<env> runs on its drift
+    assert sum(bool(t[-1]) for t in served) == len(_committed())  # preview/<env>: on its drift
 
 
 # --- registered on a real Prefect server ----------------------------------------------------------
 
 
 @pytest.mark.integration
-def test_served_deployments_expose_a_typed_described_parameter_form(prefect_server: Any) -> None:
-    """What the UI's run form is built from: types, defaults, descriptions and the stack enum."""
+def test_served_deployments_expose_a_typed_described_parameter_form(
+    prefect_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the UI's run form is built from: types, defaults, descriptions and the stack enum
+    (the nodes of the graph this process's flows were declared with), for the fixture project's
+    dev environment."""
     from prefect.client.orchestration import get_client
 
-    from graph import GRAPH
+    from flows.pipeline import StackName
+    from tests.fixtures.template import TEMPLATE
 
+    monkeypatch.setenv("STACKFLOW_PROJECT_DIR", str(TEMPLATE))
     for deployment in build_deployments(["dev"]):
         deployment.apply()
     with get_client(sync_client=True) as client:
@@ -231,8 +249,7 @@ def test_served_deployments_expose_a_typed_described_parameter_form(prefect_serv
     arrays = [a for a in props["stacks"]["anyOf"] if a.get("type") == "array"]
     assert len(arrays) == 1
     enum = _resolve(schema, arrays[0]["items"])
-    assert enum["enum"] == GRAPH.order()
-    assert {"networking", "database", "app"} <= set(enum["enum"])
+    assert enum["enum"] == [name.value for name in StackName] and enum["enum"]
 
     destroy_props = got["destroy/dev"].parameter_openapi_schema["properties"]
     assert destroy_props["confirm"]["type"] == "boolean"

@@ -252,11 +252,11 @@ def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, 
     within its TTL is kept, stacks and resources."""
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy
-    from graph import GRAPH
     from stackflow.dag import bare_spec
     from stackflow.engine import get_engine
     from stackflow.records.environments import list_environments, records_of
     from stackflow.settings import get_settings
+    from tests.fixtures.template import template_graph
 
     old, young = unique("pr"), unique("pr")
     since = datetime.now(UTC) - timedelta(seconds=1)
@@ -277,7 +277,7 @@ def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, 
         settings = get_settings(environment=env)
         engine = get_engine(settings)
         assert engine.exists(bare_spec(settings, "networking")) is kept, env
-        for stack in GRAPH.stacks:
+        for stack in template_graph().stacks:
             if stack != "networking":
                 assert not engine.exists(bare_spec(settings, stack)), f"{env}/{stack}"
     ec2 = real_env["cloud"].client("ec2")

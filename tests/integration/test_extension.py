@@ -2,12 +2,13 @@
 the real Pulumi engine (the CLI and the Automation API) and the session's **local cloud** (moto on
 loopback behind the project's own provider plugins, not AWS).
 
-The project's code is copied into a folder of its own and committed there as a git repository;
-the test then adds a fourth stack (`audit`: a CloudWatch log group, a type the local cloud
-serves) in one new program module and one `stack(...)` entry whose output reaches the app through
-the app program's generic input (`container_env`), and a custom step (`smoke`: checks the log
-group's ARN, read by type from its upstream outputs) in one new task module and one `step(...)`
-entry. The copy's own command line (`python flows/run.py`) then deploys, previews (0 changes),
+The project's code is copied into a folder of its own, its graph/nodes.py the template's as it
+ships (the fixture project's nodes.py: a team's own graph never decides whether the guide still
+works), and committed there as a git repository; the test then adds a fourth stack (`audit`: a
+CloudWatch log group, a type the local cloud serves) in one new program module and one
+`stack(...)` entry whose output reaches the app through the app program's generic input
+(`container_env`), and a custom step (`smoke`: checks the log group's ARN, read by type from its
+upstream outputs) in one new task module and one `step(...)` entry. The copy's own command line (`python flows/run.py`) then deploys, previews (0 changes),
 shows the graph and destroys one environment of the test's own; Pulumi's update history gives the
 deploy and destroy order, the local cloud's ECS the app's task definition. `git status` in the
 copy proves that only the two new modules and graph/nodes.py changed: no flow, no other task, no
@@ -27,7 +28,15 @@ from typing import Any
 
 import pytest
 
-from tests.realenv import ROOT, process_env, real_variables, unique, update_history
+from tests.realenv import (
+    ROOT,
+    TEMPLATE,
+    process_env,
+    project_file,
+    real_variables,
+    unique,
+    update_history,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -215,8 +224,8 @@ def code_blocks(text: str, language: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project's code in a git repository of its own (committed), then extended as the guide
-    says: the two new modules written, graph/nodes.py edited."""
+    """The project's code in a git repository of its own (committed), the template's graph as it
+    ships, then extended as the guide says: the two new modules written, graph/nodes.py edited."""
     copy = tmp_path_factory.mktemp("extended") / "project"
     copy.mkdir()
     for name in COPIED:
@@ -225,6 +234,7 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(source, copy / name)
+    shutil.copy2(TEMPLATE / "nodes.py", copy / "graph" / "nodes.py")
     git(copy, "init", "-q")
     git(copy, "add", "-A")
     git(copy, "commit", "-q", "-m", "the project as it is")
@@ -272,6 +282,9 @@ def test_a_stack_and_a_step_added_by_three_files_deploy_preview_show_and_destroy
     assert git(copy, "diff", "--name-only").split() == ["graph/nodes.py"]
 
     variables = real_variables(tmp_path / "state", local_cloud, prefect_server)
+    # the run's project names the copy's graph (graph/nodes.py, on the copy's PYTHONPATH)
+    project = Path(variables["STACKFLOW_PROJECT_DIR"])
+    (project / "stackflow.toml").write_text(project_file("graph.nodes"))
     env = process_env(variables, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     name = unique("dev")
 

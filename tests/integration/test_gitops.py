@@ -3,10 +3,11 @@ test), the sync and review flows run against the session's Prefect server, and e
 `up` deploying with the real Pulumi engine on the session's **local cloud** (moto on loopback, a
 MariaDB server per database; nothing reaches AWS).
 
-The repository holds this project as it is (every file git would commit), plus an environment
-file that follows `main`. The module's tests run in file order on one environment: a commit
-deploys, an unchanged branch costs nothing, a bad commit fails and backs off and a fixed one
-heals, a commit waiting for approval is superseded by a newer one, and a review branch gets an
+The repository holds this project as it is (every file git would commit), its stackflow.toml
+naming the fixture graph (tests/fixtures/template/nodes.py, each commit's own copy), plus an
+environment file that follows `main`. The module's tests run in file order on one environment: a
+commit deploys, an unchanged branch costs nothing, a bad commit fails and backs off and a fixed
+one heals, a commit waiting for approval is superseded by a newer one, and a review branch gets an
 environment of its own that goes with the branch. After each, `status --json` agrees with the
 records in the backend.
 """
@@ -34,12 +35,14 @@ from tests.realenv import (
     git,
     outputs,
     process_env,
+    project_file,
     real_variables,
     unique,
     update_history,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+FIXTURE_GRAPH = "tests.fixtures.template.nodes"  # by its path in a checkout: the commit's copy
 
 
 @dataclass
@@ -105,7 +108,7 @@ def repo(
     project = Path(variables["STACKFLOW_PROJECT_DIR"])
     shutil.copy2(ROOT / "constraints.txt", project / "constraints.txt")
     (project / "stackflow.toml").write_text(
-        (ROOT / "stackflow.toml").read_text()
+        project_file(FIXTURE_GRAPH)
         + f'\n[git]\nrepository = "{origin}"\nreview_branches = ["pr/*"]\n'
     )
     declare(variables, environment, git={"branch": "main"})

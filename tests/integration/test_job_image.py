@@ -76,8 +76,9 @@ def job_image() -> str:
 
 
 def fixture_project(folder: Path, environment: str) -> Path:
-    """A project folder a container can mount: the kinds' templates, the repository's
-    stackflow.toml and a copy of its migrations, and `environment`'s own file."""
+    """A project folder a container can mount: the kinds' templates, the fixture project's
+    stackflow.toml and graph (copies), a copy of the repository's migrations, and
+    `environment`'s own file."""
     project = project_folder(folder)
     (project / "migrations").unlink()  # a link to this checkout: the container sees a copy
     shutil.copytree(ROOT / "migrations", project / "migrations")

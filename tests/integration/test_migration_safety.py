@@ -55,10 +55,10 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
     from prefect import flow
     from prefect.logging.handlers import APILogWorker
 
-    from graph import GRAPH
     from stackflow.redact import Redactor
     from tasks.context import RunContext, StackOutcome
     from tasks.migrate import migrate_step
+    from tests.fixtures.template import template_graph
 
     folder = tmp_path / "m"
     write(folder, "V1__t.sql", "CREATE TABLE t (id INT);")
@@ -81,7 +81,7 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
         password_secret_arn="arn:aws:secretsmanager:local:0:secret:db",
         instance_id="db-1",
     )
-    ctx = RunContext(app, None, GRAPH, Redactor(), None)  # type: ignore[arg-type]
+    ctx = RunContext(app, None, template_graph(), Redactor(), None)  # type: ignore[arg-type]
     upstream = {"database": StackOutcome("database", "up", "updated", typed=db)}
 
     @flow(name="migrate-step-live")

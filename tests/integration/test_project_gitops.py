@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_gitops import Repo, git, project_files
-from tests.realenv import ROOT, declare, real_variables, unique
+from tests.realenv import ROOT, declare, project_file, real_variables, unique
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -44,11 +44,7 @@ def repo(
     variables = real_variables(tmp_path / "state", local_cloud, prefect_server)
     project = Path(variables["STACKFLOW_PROJECT_DIR"])
     shutil.copy2(ROOT / "constraints.txt", project / "constraints.txt")
-    toml = (
-        (ROOT / "stackflow.toml").read_text()
-        + '\ngraph = "tests.fixtures.projects.graph"\n'
-        + f'\n[git]\nrepository = "{origin}"\n'
-    )
+    toml = project_file("tests.fixtures.projects.graph") + f'\n[git]\nrepository = "{origin}"\n'
     (project / "stackflow.toml").write_text(toml)
     (work / "stackflow.toml").write_text(toml)
     declare(variables, environment, git={"branch": "main"})

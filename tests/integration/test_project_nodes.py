@@ -23,7 +23,15 @@ from typing import Any
 import pytest
 
 from stackflow import exits
-from tests.realenv import ROOT, cli, declare, process_env, real_variables, unique
+from tests.realenv import (
+    ROOT,
+    cli,
+    declare,
+    process_env,
+    project_file,
+    real_variables,
+    unique,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +47,7 @@ def _history(state: Path, project: str, environment: str) -> list[dict[str, Any]
 
 def _with_graph(variables: dict[str, str], module: str) -> None:
     project = Path(variables["STACKFLOW_PROJECT_DIR"])
-    toml = project / "stackflow.toml"
-    toml.write_text(toml.read_text() + f'\ngraph = "{module}"\n')
+    (project / "stackflow.toml").write_text(project_file(module))
 
 
 @pytest.fixture(scope="module")

@@ -203,8 +203,14 @@ class AwsMocks(pulumi_mocks.Mocks):
         return {}, []
 
 
-def run_program(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str) -> ProgramRun:
+def run_program(
+    program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str, preview: bool = False
+) -> ProgramRun:
     """Run `program` under `mocks` and return what it declared and exported.
+
+    Args:
+        preview: run it as a preview does (an export that depends on a value only an update
+            knows is `UNKNOWN`).
 
     Raises whatever the program raises (a program error), after the runtime has settled.
     """
@@ -214,7 +220,7 @@ def run_program(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            box["run"] = _run(program, mocks, project=project, stack=stack)
+            box["run"] = _run(program, mocks, project=project, stack=stack, preview=preview)
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
         finally:
@@ -233,16 +239,18 @@ def run_program(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str
     return result
 
 
-def _run(program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str) -> ProgramRun:
+def _run(
+    program: ProgramFn, mocks: AwsMocks, *, project: str, stack: str, preview: bool
+) -> ProgramRun:
     monitor = pulumi_mocks.MockMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
     exports: dict[str, OutputValue] = {}
 
     async def body() -> None:
         declared = program()
         for key, value in declared.items():
             out = pulumi.Output.from_input(value)
-            resolved = await out.future(with_unknowns=False)
+            resolved = await out.future(with_unknowns=preview)
             secret = await out.is_secret()
             exports[key] = OutputValue(value=_plain(resolved), secret=bool(secret))
 

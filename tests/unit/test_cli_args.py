@@ -9,10 +9,11 @@ import pytest
 
 from cli.main import main as cli_main
 from cli.parser import build_parser
-from graph import GRAPH
 from stackflow import exits
+from tests.fixtures.template import template_graph
 
 pytestmark = pytest.mark.unit
+GRAPH = template_graph()  # the fixture project's graph, never the team's own
 
 
 def main(argv: list[str]) -> int:

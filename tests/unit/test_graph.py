@@ -1,4 +1,5 @@
-"""The stack graph as data: order, reverse, targeting, critical path, picture, typed outputs."""
+"""The stack graph as data: order, reverse, targeting, critical path, picture, typed outputs, on
+the fixture project's graph (tests/fixtures/template/nodes.py: the template as it ships)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from graph import GRAPH
 from programs.common import UNKNOWN, UNKNOWN_WIRE
 from stackflow.dag import (
     GraphError,
@@ -21,8 +21,10 @@ from stackflow.dag import (
 from stackflow.engine import OutputValue
 from stackflow.errors import MissingOutputError, UnknownStackError
 from stackflow.settings import get_settings
+from tests.fixtures.template import template_graph
 
 pytestmark = pytest.mark.unit
+GRAPH = template_graph()  # the fixture project's graph, never the team's own
 
 
 def _graph(*nodes: tuple[str, tuple[str, ...]]) -> StackGraph:

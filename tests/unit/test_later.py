@@ -16,17 +16,18 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from graph import GRAPH
 from programs.app import app
 from programs.database import DatabaseOutputs
 from programs.networking import NetworkingOutputs
 from stackflow.dag import GraphError, Node, NodeKind, StackGraph
 from stackflow.later import Later, LaterValueUsed, holds_later, late_program, placeholders
 from stackflow.settings import get_settings
+from tests.fixtures.template import TEMPLATE, template_graph
 from tests.unit.pulumi_mocks import AwsMocks, run_program
 from tests.unit.test_programs import PROJECT, REGION, app_args
 
 pytestmark = pytest.mark.unit
+GRAPH = template_graph()  # the fixture project's graph, never the team's own
 
 NEEDS_ONLY_NETWORKING = {
     "aws:ecs/cluster:Cluster",
@@ -58,7 +59,7 @@ def test_a_later_value_can_only_be_passed_on() -> None:
 
 def test_the_app_arguments_take_the_database_outputs_as_later_values() -> None:
     """The graph's own builder: every database value the app reads is a `Later`, the rest real."""
-    settings = get_settings("dev", cloud="local", environ={})
+    settings = get_settings("dev", cloud="local", environ={}, project_dir=TEMPLATE)
     net = NetworkingOutputs.model_construct(
         vpc_id="vpc-1",
         vpc_cidr="10.0.0.0/16",

@@ -78,7 +78,7 @@ def test_secret_values_become_secure_config_and_change_the_fingerprint_inputs(
 ) -> None:
     """A SecretStr the mapping returns, and a value holding a secret upstream output, are
     secure; a secret upstream output that changes changes what the fingerprint covers."""
-    from graph.nodes import project
+    from graph.kinds import project
     from stackflow.dag import StackGraph
 
     def mapped(_: Any, up: Any) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def test_the_graph_setting_names_a_module_beside_the_project_or_is_refused(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "teamgraph.py").write_text(
-        "from graph.nodes import project\nfrom stackflow.dag import StackGraph\n"
+        "from graph.kinds import project\nfrom stackflow.dag import StackGraph\n"
         f"GRAPH = StackGraph([project('web', 'w', folder={str(FIXTURES / 'site')!r})])\n"
     )
     assert load_graph(tmp_path, "teamgraph").order() == ["web"]

@@ -5,8 +5,6 @@ kinds give their defaults; secrets are never repeated."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,12 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """No STACKFLOW_* variable from the caller, and a working folder without a `.env`."""
-    for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:
-        monkeypatch.delenv(key)
+def in_tmp_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The working folder is the test's own, where the `.env` a test writes is read (the unit
+    tier's `hermetic` fixture has taken the shell's variables away and made the fixture project,
+    tests/fixtures/template/, the project)."""
     monkeypatch.chdir(tmp_path)
-    yield
 
 
 def project(tmp_path: Path, environments: dict[str, str], project_file: str = "") -> Path:
@@ -143,7 +140,8 @@ def test_ephemeral_names_take_their_kinds_template(tmp_path: Path) -> None:
     assert settings.source.environment_file == "environments/templates/ephemeral.toml"
 
 
-def test_the_repositorys_environments_declare_dev_staging_and_prod() -> None:
+def test_the_templates_environments_declare_dev_staging_and_prod() -> None:
+    """The fixture project (the template as it ships); the team's own files: test_committed."""
     for name, kind in (("dev", "dev"), ("staging", "staging"), ("prod", "prod")):
         settings = get_settings(name)
         assert settings.environment_kind.value == kind
