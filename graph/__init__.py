@@ -1,8 +1,8 @@
 """The pipeline as data: the kinds of node (`graph/kinds.py`) and the graph declared with them
 (`graph/nodes.py`, the one a team edits).
 
-`GRAPH` and `database_target` are read from `graph/nodes.py` only when asked for, so a graph of
-another module (`graph = "..."` in stackflow.toml) that imports `graph.kinds` never runs it.
+`GRAPH` is read from `graph/nodes.py` only when asked for, so a graph of another module
+(`graph = "..."` in stackflow.toml) that imports `graph.kinds` never runs it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from graph.nodes import GRAPH, database_target
+    from graph.nodes import GRAPH
 
-__all__ = ["GRAPH", "database_target"]
+__all__ = ["GRAPH"]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,6 @@ from programs.common import UNKNOWN
 from programs.database import DatabaseArgs, DatabaseOutputs, database
 from programs.networking import NetworkingArgs, NetworkingOutputs, networking
 from stackflow.dag import StackGraph, Upstream
-from stackflow.migrator.target import MysqlTarget
 from stackflow.settings import EnvironmentKind, Settings
 from tasks.migrate import check_migration_files, migrate_step, migration_plan
 from tasks.verify import verify_step
@@ -152,20 +151,3 @@ NODES = [
 
 GRAPH = StackGraph(NODES)
 """The graph every flow walks."""
-
-
-def database_target(settings: Settings) -> MysqlTarget:
-    """The environment's database, from the outputs of the stack that deploys it (for `migrate`
-    at the command line).
-
-    Raises:
-        MissingOutputError: the database stack is not deployed.
-    """
-    from stackflow.dag import bare_spec, parse_outputs
-    from stackflow.engine import get_engine
-
-    stack = next(n for n in GRAPH.stacks if GRAPH[n].outputs is DatabaseOutputs)
-    outputs = get_engine(settings).outputs(bare_spec(settings, stack))
-    db = parse_outputs(GRAPH[stack], outputs)
-    assert isinstance(db, DatabaseOutputs)
-    return MysqlTarget.from_outputs(db)

@@ -288,3 +288,28 @@ def migration_plan(ctx: RunContext, upstream: Mapping[str, StackOutcome]) -> Mig
         return pending_plan(target, settings.migrations, protected)
     except DatabaseUnreachable as exc:
         raise MigrationError(f"the database cannot be read to plan its migrations: {exc}") from exc
+
+
+def database_target(settings: Settings) -> MysqlTarget:
+    """The environment's database, from the outputs of the stack of the project's graph that
+    deploys it (for `migrate` at the command line).
+
+    Raises:
+        MissingOutputError: the graph has no database stack, or it is not deployed.
+    """
+    from stackflow.dag import parse_outputs
+    from stackflow.engine import get_engine
+    from stackflow.graphs import graph_of
+
+    graph = graph_of(settings)
+    stack = next((n for n in graph.stacks if graph[n].outputs is DatabaseOutputs), None)
+    if stack is None:
+        raise MissingOutputError(
+            f"{settings.environment}/migrate",
+            f"the project's graph ({settings.graph}) has no stack whose outputs are a "
+            "database's (DatabaseOutputs): give migrate --database-url",
+        )
+    outputs = get_engine(settings).outputs(graph.bare_spec(settings, stack))
+    db = parse_outputs(graph[stack], outputs)
+    assert isinstance(db, DatabaseOutputs)
+    return MysqlTarget.from_outputs(db)

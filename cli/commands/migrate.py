@@ -299,7 +299,7 @@ def run_on_environment(args: argparse.Namespace, settings: Settings) -> int:
     on the database the environment's database stack serves."""
 
     def target_from_stack() -> MysqlTarget:
-        from graph import database_target  # the graph imports Prefect: only without a URL
+        from tasks.migrate import database_target  # it imports Prefect: only without a URL
 
         return database_target(settings)
 
