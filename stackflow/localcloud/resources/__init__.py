@@ -15,9 +15,20 @@ from stackflow.localcloud.registry import Registry
 # module -> the token prefixes it serves (a Pulumi module, or one type's or function's token).
 SERVICES: dict[str, dict[str, tuple[str, ...]]] = {
     "aws": {
-        "ec2": (
-            "aws:ec2/",
-            "aws:vpc/",
+        "ec2_vpc": ("aws:ec2/vpc:", "aws:ec2/subnet:"),
+        "ec2_routing": (
+            "aws:ec2/internetGateway:",
+            "aws:ec2/routeTable:",
+            "aws:ec2/routeTableAssociation:",
+            "aws:ec2/route:",
+            "aws:ec2/eip:",
+            "aws:ec2/natGateway:",
+        ),
+        "ec2_security": ("aws:ec2/securityGroup:", "aws:vpc/"),
+        "ec2_lookups": (
+            "aws:ec2/getVpc:",
+            "aws:ec2/getSubnets:",
+            "aws:ec2/getSubnetIds:",
             "aws:index/getAvailabilityZones:",
             "aws:index/getRegion:",
         ),
