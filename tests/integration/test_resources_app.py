@@ -18,7 +18,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from programs.app import EXECUTION_POLICY_ARN, AppArgs, app
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.registry import Props, Registry, ResourceType, auto_name
-from stackflow.localcloud.resources import ecs, elb, iam, logs
+from stackflow.localcloud.resources import register_module
 from tests.fixtures.localcloud import LocalCloud, local_cloud  # noqa: F401 (not in conftest yet)
 from tests.unit.pulumi_mocks import AwsMocks, run_program
 
@@ -39,8 +39,9 @@ def cloud(bare_moto: CloudContext) -> CloudContext:
 @pytest.fixture(scope="module")
 def aws() -> Registry:
     registry = Registry("aws")
-    for module in (ecs, elb, iam, logs):
-        module.register(registry)
+    ecs = ("ecs", "ecs_tasks", "ecs_services")
+    for module in (*ecs, "elb", "elb_target_groups", "elb_listeners", "iam", "logs"):
+        register_module(registry, module)
     return registry
 
 
