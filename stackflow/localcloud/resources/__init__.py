@@ -49,7 +49,12 @@ SERVICES: dict[str, dict[str, tuple[str, ...]]] = {
         "elb": ("aws:lb/loadBalancer:",),
         "elb_target_groups": ("aws:lb/targetGroup:",),
         "elb_listeners": ("aws:lb/listener:",),
-        "s3": ("aws:s3/",),
+        "s3": ("aws:s3/bucket:", "aws:s3/bucketV2:", "aws:s3/bucketObject"),
+        "s3_bucket_config": (
+            "aws:s3/bucketPolicy:",
+            "aws:s3/bucketPublicAccessBlock:",
+            "aws:s3/bucketWebsiteConfiguration",
+        ),
         "s3_access": ("aws:s3/bucketOwnershipControls:", "aws:s3/bucketAcl"),
         "ecr": ("aws:ecr/",),
         "elasticache": ("aws:elasticache/",),
