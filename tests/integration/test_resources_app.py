@@ -311,7 +311,7 @@ def test_task_definition(cloud: CloudContext, aws: Registry) -> None:
 
 def test_load_balancer(cloud: CloudContext, aws: Registry, network: dict[str, Any]) -> None:
     """A load balancer: id = ARN, computed arnSuffix/dnsName/zoneId/vpcId; security groups,
-    attributes and tags update in place."""
+    attributes and tags update in place; a console tag is drift."""
     rtype = aws.resource("aws:lb/loadBalancer:LoadBalancer")
     name = unique("alb")
     inputs = {
@@ -345,6 +345,13 @@ def test_load_balancer(cloud: CloudContext, aws: Registry, network: dict[str, An
     assert {"Key": "routing.http.drop_invalid_header_fields.enabled", "Value": "false"} in (
         attributes["Attributes"]
     )
+
+    cloud.client("elbv2").add_tags(ResourceArns=[lb_id], Tags=[{"Key": "k", "Value": "v"}])
+    drifted = refreshed(rtype, cloud, lb_id, state)
+    assert drifted["tags"] == {"stack": "app", "k": "v"}
+    # The next update makes the tags the program's again.
+    state = update(rtype, cloud, lb_id, drifted, changed)
+    assert refreshed(rtype, cloud, lb_id, state)["tags"] == {"stack": "app"}
     assert_deleted(rtype, cloud, lb_id, state)
 
 
