@@ -16,14 +16,8 @@ from stackflow.localcloud.registry import Registry
 SERVICES: dict[str, dict[str, tuple[str, ...]]] = {
     "aws": {
         "ec2_vpc": ("aws:ec2/vpc:", "aws:ec2/subnet:"),
-        "ec2_routing": (
-            "aws:ec2/internetGateway:",
-            "aws:ec2/routeTable:",
-            "aws:ec2/routeTableAssociation:",
-            "aws:ec2/route:",
-            "aws:ec2/eip:",
-            "aws:ec2/natGateway:",
-        ),
+        "ec2_routing": ("aws:ec2/routeTable:", "aws:ec2/routeTableAssociation:", "aws:ec2/route:"),
+        "ec2_gateways": ("aws:ec2/internetGateway:", "aws:ec2/eip:", "aws:ec2/natGateway:"),
         "ec2_security": ("aws:ec2/securityGroup:", "aws:vpc/"),
         "ec2_lookups": (
             "aws:ec2/getVpc:",
