@@ -9,12 +9,13 @@ the route, with the server's own reason.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import urllib.error
 import urllib.request
 from typing import Any
 
-from stackflow.localcloud.errors import ControlApiError
+from stackflow.localcloud.errors import ControlAnswerCutOff, ControlApiError
 
 PREFIX = "/_stackflow"
 DEFAULT_TIMEOUT_S = 60.0
@@ -60,6 +61,10 @@ class ControlClient:
         except OSError as exc:
             raise ControlApiError(
                 f"the local cloud at {self.url} did not answer {route}: {exc}"
+            ) from None
+        except http.client.HTTPException as exc:
+            raise ControlAnswerCutOff(
+                f"the local cloud at {self.url} cut off its answer to {route}: {exc!r}"
             ) from None
         try:
             return json.loads(body) if body.strip() else None
@@ -107,4 +112,6 @@ class ControlClient:
 
     def shutdown(self, *, dataplane: bool = True, timeout_s: float = 30.0) -> None:
         """Ask the server to stop (with its data plane unless `dataplane` is False) and exit."""
-        self.call("shutdown", {} if dataplane else {"dataplane": False}, timeout_s=timeout_s)
+        # The server exits as it answers: an answer cut off means the call was taken.
+        with contextlib.suppress(ControlAnswerCutOff):
+            self.call("shutdown", {} if dataplane else {"dataplane": False}, timeout_s=timeout_s)

@@ -13,6 +13,10 @@ class ControlApiError(CloudServerError):
     """The local cloud's control API (`/_stackflow/*`) refused a call or did not answer it."""
 
 
+class ControlAnswerCutOff(ControlApiError):
+    """The cloud server closed the connection in the middle of its answer."""
+
+
 class JournalError(CloudServerError):
     """The local cloud's journal has a damaged line: the server will not start on it."""
 

@@ -18,7 +18,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from programs.app import EXECUTION_POLICY_ARN, AppArgs, app
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.registry import Props, Registry, ResourceType, auto_name
-from stackflow.localcloud.resources import ecs, elb, iam, logs
+from stackflow.localcloud.resources import register_module
 from tests.fixtures.localcloud import LocalCloud, local_cloud  # noqa: F401 (not in conftest yet)
 from tests.unit.pulumi_mocks import AwsMocks, run_program
 
@@ -39,8 +39,9 @@ def cloud(bare_moto: CloudContext) -> CloudContext:
 @pytest.fixture(scope="module")
 def aws() -> Registry:
     registry = Registry("aws")
-    for module in (ecs, elb, iam, logs):
-        module.register(registry)
+    ecs = ("ecs", "ecs_tasks", "ecs_services")
+    for module in (*ecs, "elb", "elb_target_groups", "elb_listeners", "iam", "logs"):
+        register_module(registry, module)
     return registry
 
 
@@ -310,7 +311,7 @@ def test_task_definition(cloud: CloudContext, aws: Registry) -> None:
 
 def test_load_balancer(cloud: CloudContext, aws: Registry, network: dict[str, Any]) -> None:
     """A load balancer: id = ARN, computed arnSuffix/dnsName/zoneId/vpcId; security groups,
-    attributes and tags update in place."""
+    attributes and tags update in place; a console tag is drift."""
     rtype = aws.resource("aws:lb/loadBalancer:LoadBalancer")
     name = unique("alb")
     inputs = {
@@ -344,6 +345,13 @@ def test_load_balancer(cloud: CloudContext, aws: Registry, network: dict[str, An
     assert {"Key": "routing.http.drop_invalid_header_fields.enabled", "Value": "false"} in (
         attributes["Attributes"]
     )
+
+    cloud.client("elbv2").add_tags(ResourceArns=[lb_id], Tags=[{"Key": "k", "Value": "v"}])
+    drifted = refreshed(rtype, cloud, lb_id, state)
+    assert drifted["tags"] == {"stack": "app", "k": "v"}
+    # The next update makes the tags the program's again.
+    state = update(rtype, cloud, lb_id, drifted, changed)
+    assert refreshed(rtype, cloud, lb_id, state)["tags"] == {"stack": "app"}
     assert_deleted(rtype, cloud, lb_id, state)
 
 

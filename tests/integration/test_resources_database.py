@@ -24,7 +24,7 @@ from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.plugin import diff_inputs
 from stackflow.localcloud.registry import Props, Registry, ResourceType, auto_name
 from stackflow.localcloud.resources import random as random_resources
-from stackflow.localcloud.resources import rds, secretsmanager
+from stackflow.localcloud.resources import rds_groups, rds_instances, secretsmanager
 from tests.fixtures.localcloud import LocalCloud
 from tests.integration.test_resources_app import assert_clean, assert_deleted, refreshed, unique
 from tests.unit.pulumi_mocks import AwsMocks, run_program
@@ -53,7 +53,8 @@ def cloud(bare_moto: CloudContext) -> CloudContext:
 @pytest.fixture(scope="module")
 def aws() -> Registry:
     registry = Registry("aws")
-    rds.register(registry)
+    rds_groups.register(registry)
+    rds_instances.register(registry)
     secretsmanager.register(registry)
     return registry
 

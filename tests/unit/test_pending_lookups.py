@@ -220,7 +220,10 @@ def test_named_resources_of_the_app_and_database_stacks_are_found_by_name(
 # The services stackflow's own programs deploy: an interrupted create of one of their types is
 # looked up; the families served for rehearsals alone (API Gateway, DynamoDB, SQS, ...) have no
 # lookup yet, and their pending creates are cleared with a note saying so.
-LOOKED_UP = ("ec2", "rds", "secretsmanager", "iam", "logs", "ecs", "elb", "s3", "ecr")
+LOOKED_UP = ("ec2_vpc", "ec2_routing", "ec2_gateways", "ec2_security")
+LOOKED_UP += ("rds_groups", "rds_instances")
+LOOKED_UP += ("secretsmanager", "iam", "logs", "ecs", "ecs_tasks", "ecs_services")
+LOOKED_UP += ("elb", "elb_target_groups", "elb_listeners", "s3", "s3_bucket_config", "ecr")
 LOOKED_UP += ("elasticache", "lambda_", "sfn", "random")
 
 

@@ -51,6 +51,14 @@ def found(gone: Collection[str], call: Callable[[], Any]) -> Any:
         raise
 
 
+def first(gone: Collection[str], call: Callable[[], Any], key: str) -> dict[str, Any] | None:
+    """The first item under `key` of a describe call's answer; None when there is none or AWS
+    answers with one of the not-found codes in `gone`."""
+    answer = found(gone, call)
+    items = (answer or {}).get(key) or []
+    return dict(items[0]) if items else None
+
+
 @dataclass(frozen=True)
 class Tagging:
     """How one service lists, sets and removes a resource's tags.
@@ -63,9 +71,11 @@ class Tagging:
         keys: the tag-keys argument of `untag_call`.
         item: the names of a tag's key and value in a list of tags ("Key", "Value"), or None
             when the service takes and gives tags as a map {k: v}.
-        answer: the list answer's field when it is not `field` (dotted: a field inside one).
+        answer: the list answer's field when it is not `field` (dotted: a field inside one; a
+            list on the way stands for its first item, as ELB's `TagDescriptions`).
         described: the describe answer's field that holds the tags (then no list call is made).
-        listed: `key` takes a list of resources (EC2's `Resources=[id]`).
+        listed: `key` takes a list of resources (EC2's `Resources=[id]`, ELB's
+            `ResourceArns=[arn]`).
         key_item: the untag call takes each key as {key_item: k} (EC2's `Tags=[{"Key": k}]`).
         fixed: arguments every tag call also takes (Route 53's `ResourceType="hostedzone"`).
         wrapped: tags and tag keys go inside {wrapped: [...]} (CloudFront's `Items`).
@@ -103,8 +113,10 @@ class Tagging:
         if self.described is not None and answer is not None:
             listed: Any = answer.get(self.described)
         else:
-            listed = self._call(client, self.list_call, ident)
+            listed = self._call(client, self.list_call, [ident] if self.listed else ident)
             for part in (self.answer or self.field).split("."):
+                if isinstance(listed, list):  # one answer per resource asked for: ours
+                    listed = listed[0] if listed else None
                 listed = (listed or {}).get(part)
         if isinstance(listed, Mapping) or listed is None:
             return {str(k): str(v) for k, v in (listed or {}).items()}
@@ -137,6 +149,28 @@ EC2_TAGGING = Tagging(
     described="Tags",
     listed=True,
     key_item="Key",
+)
+
+# RDS's tag calls by the resource's ARN; ElastiCache has the very same ones.
+RDS_TAGGING = Tagging(
+    "list_tags_for_resource",
+    "add_tags_to_resource",
+    "remove_tags_from_resource",
+    key="ResourceName",
+    field="Tags",
+    keys="TagKeys",
+    item=KEY_VALUE,
+    answer="TagList",
+)
+
+# ECS's tag calls by the resource's ARN; ECS alone spells tag keys in lower case.
+ECS_TAGGING = Tagging(
+    "list_tags_for_resource",
+    "tag_resource",
+    "untag_resource",
+    key="resourceArn",
+    item=LOWER_KEY_VALUE,
+    described="tags",
 )
 
 

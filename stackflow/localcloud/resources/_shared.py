@@ -40,6 +40,8 @@ def error_message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", ""))
 
 
+MANAGED_BY_PULUMI = "Managed by Pulumi"  # pulumi-aws's default for a required description
+
 # Values that mean "not set" for an input this provider does not serve (AWS's defaults).
 _UNSET: tuple[Any, ...] = (None, "", False, [], {})
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stackflow.localcloud.registry import Props, Registry, tag_list
-from stackflow.localcloud.resources._declared import KEY_VALUE, Answer, Shape, Tagging
-from stackflow.localcloud.resources._iam_common import GONE, document
+from stackflow.localcloud.resources._declared import Answer, Shape
+from stackflow.localcloud.resources._iam_common import GONE, document, iam_tagging
 from stackflow.localcloud.resources._shared import input_tags, json_text, timestamp
 
 if TYPE_CHECKING:
@@ -126,16 +126,7 @@ ROLE_SHAPE = Shape(
     observed=_role_observed,
     update=_role_update,
     delete=_role_delete,
-    tagging=Tagging(
-        "list_role_tags",
-        "tag_role",
-        "untag_role",
-        key="RoleName",
-        by="id",
-        field="Tags",
-        keys="TagKeys",
-        item=KEY_VALUE,
-    ),
+    tagging=iam_tagging("role", "RoleName"),
     computed=("arn", "uniqueId", "createDate"),
 )
 

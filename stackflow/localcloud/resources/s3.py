@@ -1,10 +1,9 @@
-"""S3 in the local cloud: buckets, their objects, policies, public access blocks and website
-configurations, as pulumi-aws 7 manages them.
+"""S3 in the local cloud: buckets and their objects, as pulumi-aws 7 manages them (a bucket's
+policy, public access block and website are `s3_bucket_config`; ownership and ACLs `s3_access`).
 
 pulumi-aws 7's `Bucket` is the former `BucketV2` (kept as a deprecated alias); both tokens are
-served by the same entry, as are `BucketObject` and `BucketObjectv2`, and the two website
-configuration tokens. Ids follow pulumi-aws: a bucket's (and its policy's, access block's and
-website's) id is the bucket's name, an object's its key.
+served by the same entry, as are `BucketObject` and `BucketObjectv2`. Ids follow pulumi-aws: a
+bucket's id is its name, an object's its key.
 """
 
 from __future__ import annotations
@@ -16,14 +15,15 @@ from botocore.exceptions import ClientError
 
 from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
 from stackflow.localcloud.resources._assets import asset_bytes
+from stackflow.localcloud.resources._declared import found
 from stackflow.localcloud.resources._shared import (
     error_code,
     input_tags,
-    json_text,
     observe,
     refuse_unserved,
     tag_changes,
     tag_outputs,
+    unless_gone,
 )
 
 if TYPE_CHECKING:
@@ -31,34 +31,11 @@ if TYPE_CHECKING:
 
 BUCKET_TOKENS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 OBJECT_TOKENS = ("aws:s3/bucketObject:BucketObject", "aws:s3/bucketObjectv2:BucketObjectv2")
-POLICY = "aws:s3/bucketPolicy:BucketPolicy"
-PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
-WEBSITE_TOKENS = (
-    "aws:s3/bucketWebsiteConfiguration:BucketWebsiteConfiguration",
-    "aws:s3/bucketWebsiteConfigurationV2:BucketWebsiteConfigurationV2",
-)
 _GONE = ("NoSuchBucket", "404", "NotFound", "NoSuchKey")
-# Regions whose website endpoint is s3-website-<region> (the others: s3-website.<region>).
-_DASH_WEBSITE_REGIONS = frozenset(
-    {
-        "us-east-1",
-        "us-west-1",
-        "us-west-2",
-        "ap-southeast-1",
-        "ap-southeast-2",
-        "ap-northeast-1",
-        "eu-west-1",
-        "sa-east-1",
-    }
-)
 
 
 def _s3(ctx: CloudContext) -> Any:
     return ctx.client("s3")
-
-
-def _gone(exc: ClientError) -> bool:
-    return error_code(exc) in _GONE
 
 
 def _bucket_tags(ctx: CloudContext, bucket: str) -> dict[str, str]:
@@ -101,12 +78,9 @@ def _bucket_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
 
 
 def _bucket_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    try:
-        _s3(ctx).head_bucket(Bucket=id)
-    except ClientError as exc:
-        if _gone(exc):
-            return None
-        raise
+    s3 = _s3(ctx)
+    if found(_GONE, lambda: s3.head_bucket(Bucket=id)) is None:
+        return None
     return {
         **observe(state, {"bucket": id}),
         **_bucket_outputs(ctx, id),
@@ -141,13 +115,10 @@ def _empty_bucket(ctx: CloudContext, bucket: str) -> None:
 
 
 def _bucket_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
+    with unless_gone(_GONE):
         if state.get("forceDestroy"):
             _empty_bucket(ctx, id)
         _s3(ctx).delete_bucket(Bucket=id)  # not empty: BucketNotEmpty, in AWS's words
-    except ClientError as exc:
-        if not _gone(exc):
-            raise
 
 
 # --- object ---------------------------------------------------------------------------------
@@ -219,12 +190,10 @@ def _object_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
 
 def _object_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
     bucket, key = str(state.get("bucket", "")), str(state.get("key") or id)
-    try:
-        head = _s3(ctx).head_object(Bucket=bucket, Key=key)
-    except ClientError as exc:
-        if _gone(exc):
-            return None
-        raise
+    s3 = _s3(ctx)
+    head = found(_GONE, lambda: s3.head_object(Bucket=bucket, Key=key))
+    if head is None:
+        return None
     observed: Props = {
         "bucket": bucket,
         "key": key,
@@ -253,163 +222,12 @@ def _object_update(
 
 def _object_delete(ctx: CloudContext, id: str, state: Props) -> None:
     bucket, key = str(state.get("bucket", "")), str(state.get("key") or id)
-    try:
+    with unless_gone(_GONE):
         _s3(ctx).delete_object(Bucket=bucket, Key=key)
-    except ClientError as exc:
-        if not _gone(exc):
-            raise
-
-
-# --- policy, public access block, website ---------------------------------------------------
-
-
-def _policy_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, POLICY, inputs, ("bucket", "policy"))
-    bucket, policy = str(inputs["bucket"]), inputs["policy"]
-    text = policy if isinstance(policy, str) else json_text(policy, None)
-    _s3(ctx).put_bucket_policy(Bucket=bucket, Policy=text)
-    return bucket, {}
-
-
-def _policy_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    try:
-        found = _s3(ctx).get_bucket_policy(Bucket=id)["Policy"]
-    except ClientError as exc:
-        if _gone(exc) or error_code(exc) == "NoSuchBucketPolicy":
-            return None
-        raise
-    return {"bucket": id, "policy": json_text(found, state.get("policy"))}
-
-
-def _policy_update(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    _policy_create(ctx, inputs)
-    return {}
-
-
-def _policy_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
-        _s3(ctx).delete_bucket_policy(Bucket=id)
-    except ClientError as exc:
-        if not _gone(exc):
-            raise
-
-
-_ACCESS_BLOCK = {
-    "blockPublicAcls": "BlockPublicAcls",
-    "blockPublicPolicy": "BlockPublicPolicy",
-    "ignorePublicAcls": "IgnorePublicAcls",
-    "restrictPublicBuckets": "RestrictPublicBuckets",
-}
-
-
-def _access_block_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, PUBLIC_ACCESS_BLOCK, inputs, ("bucket", "skipDestroy", *_ACCESS_BLOCK))
-    bucket = str(inputs["bucket"])
-    _s3(ctx).put_public_access_block(
-        Bucket=bucket,
-        PublicAccessBlockConfiguration={
-            api: bool(inputs.get(wire)) for wire, api in _ACCESS_BLOCK.items()
-        },
-    )
-    return bucket, {}
-
-
-def _access_block_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    try:
-        found = _s3(ctx).get_public_access_block(Bucket=id)["PublicAccessBlockConfiguration"]
-    except ClientError as exc:
-        if _gone(exc) or error_code(exc) == "NoSuchPublicAccessBlockConfiguration":
-            return None
-        raise
-    observed = {wire: bool(found.get(api)) for wire, api in _ACCESS_BLOCK.items()}
-    return observe(state, {"bucket": id, **observed})
-
-
-def _access_block_update(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    _access_block_create(ctx, inputs)
-    return {}
-
-
-def _access_block_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    if state.get("skipDestroy"):
-        return
-    try:
-        _s3(ctx).delete_public_access_block(Bucket=id)
-    except ClientError as exc:
-        if not _gone(exc):
-            raise
-
-
-_WEBSITE_INPUTS = ("bucket", "indexDocument", "errorDocument", "redirectAllRequestsTo")
-
-
-def _website_domain(ctx: CloudContext) -> str:
-    separator = "-" if ctx.region in _DASH_WEBSITE_REGIONS else "."
-    return f"s3-website{separator}{ctx.region}.amazonaws.com"
-
-
-def _website_outputs(ctx: CloudContext, bucket: str) -> Props:
-    domain = _website_domain(ctx)
-    return {"websiteDomain": domain, "websiteEndpoint": f"{bucket}.{domain}"}
-
-
-def _website_configuration(inputs: Props) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    if inputs.get("indexDocument"):
-        config["IndexDocument"] = {"Suffix": str(inputs["indexDocument"]["suffix"])}
-    if inputs.get("errorDocument"):
-        config["ErrorDocument"] = {"Key": str(inputs["errorDocument"]["key"])}
-    redirect = inputs.get("redirectAllRequestsTo")
-    if redirect:
-        config["RedirectAllRequestsTo"] = {"HostName": str(redirect["hostName"])}
-        if redirect.get("protocol"):
-            config["RedirectAllRequestsTo"]["Protocol"] = str(redirect["protocol"])
-    return config
-
-
-def _website_create(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, WEBSITE_TOKENS[0], inputs, _WEBSITE_INPUTS)
-    bucket = str(inputs["bucket"])
-    _s3(ctx).put_bucket_website(Bucket=bucket, WebsiteConfiguration=_website_configuration(inputs))
-    return bucket, _website_outputs(ctx, bucket)
-
-
-def _website_read(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    try:
-        found = _s3(ctx).get_bucket_website(Bucket=id)
-    except ClientError as exc:
-        if _gone(exc) or error_code(exc) == "NoSuchWebsiteConfiguration":
-            return None
-        raise
-    observed: Props = {"bucket": id}
-    if found.get("IndexDocument"):
-        observed["indexDocument"] = {"suffix": found["IndexDocument"]["Suffix"]}
-    if found.get("ErrorDocument"):
-        observed["errorDocument"] = {"key": found["ErrorDocument"]["Key"]}
-    return {**observe(state, observed), **_website_outputs(ctx, id)}
-
-
-def _website_update(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    _website_create(ctx, inputs)
-    return _website_outputs(ctx, id)
-
-
-def _website_delete(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
-        _s3(ctx).delete_bucket_website(Bucket=id)
-    except ClientError as exc:
-        if not _gone(exc):
-            raise
 
 
 def register(aws: Registry) -> None:
-    """Add the S3 types to the aws registry."""
+    """Add the bucket and object types to the aws registry."""
     for token in BUCKET_TOKENS:
         aws.add(
             ResourceType(
@@ -446,42 +264,5 @@ def register(aws: Registry) -> None:
                 auto_name="key",
                 auto_name_exact=True,  # pulumi-aws: the object's key is its resource name
                 defaults={"forceDestroy": False},
-            )
-        )
-    aws.add(
-        ResourceType(
-            token=POLICY,
-            create=_policy_create,
-            read=_policy_read,
-            update=_policy_update,
-            delete=_policy_delete,
-            force_new=frozenset({"bucket", "region"}),
-        ),
-        ResourceType(
-            token=PUBLIC_ACCESS_BLOCK,
-            create=_access_block_create,
-            read=_access_block_read,
-            update=_access_block_update,
-            delete=_access_block_delete,
-            force_new=frozenset({"bucket", "region"}),
-            defaults={
-                "blockPublicAcls": False,
-                "blockPublicPolicy": False,
-                "ignorePublicAcls": False,
-                "restrictPublicBuckets": False,
-                "skipDestroy": False,
-            },
-        ),
-    )
-    for token in WEBSITE_TOKENS:
-        aws.add(
-            ResourceType(
-                token=token,
-                create=_website_create,
-                read=_website_read,
-                update=_website_update,
-                delete=_website_delete,
-                force_new=frozenset({"bucket", "expectedBucketOwner", "region"}),
-                computed=("websiteDomain", "websiteEndpoint"),
             )
         )

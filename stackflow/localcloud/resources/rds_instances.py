@@ -1,6 +1,6 @@
-"""RDS in the local cloud: DB subnet groups, DB parameter groups and DB instances.
+"""RDS DB instances of the local cloud (id = the DbiResourceId, as pulumi-aws >= 6).
 
-Each entry behaves as pulumi-aws 7 (the Terraform AWS provider 6 underneath) does: the same ids,
+The entry behaves as pulumi-aws 7 (the Terraform AWS provider 6 underneath) does: the same id,
 the same inputs forcing replacement, the same API calls. A DB instance's client endpoint
 (`address`, `endpoint`) is where the data plane serves its MariaDB, not moto's DNS name.
 """
@@ -8,33 +8,23 @@ the same inputs forcing replacement, the same API calls. A DB instance's client 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from stackflow.localcloud.errors import ControlApiError
-from stackflow.localcloud.registry import Props, Registry, ResourceType, tag_list, tags_of
+from stackflow.localcloud.registry import Props, Registry, ResourceType, tags_of
+from stackflow.localcloud.resources._declared import RDS_TAGGING, first
 from stackflow.localcloud.resources._rds_offerings import check_mysql_instance
-from stackflow.localcloud.resources._shared import (
-    error_code,
-    keep_observed,
-    refuse_unserved,
-    tag_changes,
-)
+from stackflow.localcloud.resources._shared import keep_observed, refuse_unserved, unless_gone
 
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
 
-MANAGED_BY_PULUMI = "Managed by Pulumi"  # pulumi-aws's default for a required description
-# AWS accepts at most 20 parameters per ModifyDBParameterGroup call.
-PARAMETERS_PER_CALL = 20
 # The data plane registers a database while the cloud server answers CreateDBInstance.
 DATAPLANE_WAIT_S = 5.0
 
-SUBNET_GROUP = "aws:rds/subnetGroup:SubnetGroup"
-PARAMETER_GROUP = "aws:rds/parameterGroup:ParameterGroup"
 INSTANCE = "aws:rds/instance:Instance"
+_GONE = ("DBInstanceNotFound",)
 
 
 def _int(value: Any) -> int:
@@ -51,245 +41,6 @@ def _str(value: Any) -> str:
 
 def _strings(value: Any) -> list[str]:
     return [str(item) for item in value]
-
-
-def _retag(ctx: CloudContext, arn: str, inputs: Props) -> None:
-    """Make an RDS resource's tags exactly the `tags` input (a tag added in the console goes)."""
-    upsert, remove = tag_changes(_tags_of_arn(ctx, arn), inputs)
-    client = ctx.client("rds")
-    if remove:
-        client.remove_tags_from_resource(ResourceName=arn, TagKeys=remove)
-    if upsert:
-        client.add_tags_to_resource(ResourceName=arn, Tags=tag_list(upsert))
-
-
-def _first(describe: Callable[[], Any], key: str, missing: str) -> dict[str, Any] | None:
-    """The first item under `key` of a Describe call's answer; None if there is none or the
-    cloud refuses with the error code `missing` (the resource is gone)."""
-    try:
-        found: list[dict[str, Any]] = describe().get(key) or []
-    except ClientError as exc:
-        if error_code(exc) == missing:
-            return None
-        raise
-    return found[0] if found else None
-
-
-def _tags_of_arn(ctx: CloudContext, arn: str) -> dict[str, str]:
-    return tags_of(ctx.client("rds").list_tags_for_resource(ResourceName=arn).get("TagList"))
-
-
-# --- aws:rds/subnetGroup:SubnetGroup (id = name) ----------------------------------------------
-
-_SUBNET_GROUP_INPUTS = ("name", "namePrefix", "description", "subnetIds", "tags")
-
-
-def _find_subnet_group(ctx: CloudContext, name: str) -> dict[str, Any] | None:
-    return _first(
-        lambda: ctx.client("rds").describe_db_subnet_groups(DBSubnetGroupName=name),
-        "DBSubnetGroups",
-        "DBSubnetGroupNotFoundFault",
-    )
-
-
-def _subnet_group_view(ctx: CloudContext, group: Mapping[str, Any]) -> Props:
-    arn = str(group["DBSubnetGroupArn"])
-    tags = _tags_of_arn(ctx, arn)
-    return {
-        "name": group["DBSubnetGroupName"],
-        "arn": arn,
-        "description": group.get("DBSubnetGroupDescription"),
-        "subnetIds": [s["SubnetIdentifier"] for s in group.get("Subnets", [])],
-        "vpcId": group.get("VpcId"),
-        "supportedNetworkTypes": group.get("SupportedNetworkTypes"),
-        "tags": tags,
-        "tagsAll": tags,
-    }
-
-
-def _create_subnet_group(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, SUBNET_GROUP, inputs, _SUBNET_GROUP_INPUTS)
-    group = ctx.client("rds").create_db_subnet_group(
-        DBSubnetGroupName=str(inputs["name"]),
-        DBSubnetGroupDescription=str(inputs.get("description") or MANAGED_BY_PULUMI),
-        SubnetIds=_strings(inputs.get("subnetIds") or []),
-        Tags=tag_list(inputs.get("tags")),
-    )["DBSubnetGroup"]
-    view = _subnet_group_view(ctx, group)
-    return str(group["DBSubnetGroupName"]), keep_observed(view, inputs)
-
-
-def _read_subnet_group(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    group = _find_subnet_group(ctx, id)
-    return None if group is None else keep_observed(_subnet_group_view(ctx, group), state)
-
-
-def _update_subnet_group(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    refuse_unserved(ctx, SUBNET_GROUP, inputs, _SUBNET_GROUP_INPUTS)
-    client = ctx.client("rds")
-    description = str(inputs.get("description") or MANAGED_BY_PULUMI)
-    subnet_ids = _strings(inputs.get("subnetIds") or [])
-    if {"description", "subnetIds"} & changed:
-        client.modify_db_subnet_group(
-            DBSubnetGroupName=id, DBSubnetGroupDescription=description, SubnetIds=subnet_ids
-        )
-        # moto 5.2.5 drops the group from its index on ModifyDBSubnetGroup; AWS keeps it.
-        if _find_subnet_group(ctx, id) is None:
-            client.create_db_subnet_group(
-                DBSubnetGroupName=id,
-                DBSubnetGroupDescription=description,
-                SubnetIds=subnet_ids,
-                Tags=tag_list(state.get("tags")),
-            )
-    group = client.describe_db_subnet_groups(DBSubnetGroupName=id)["DBSubnetGroups"][0]
-    if "tags" in changed:
-        _retag(ctx, str(group["DBSubnetGroupArn"]), inputs)
-    return keep_observed(_subnet_group_view(ctx, group), inputs)
-
-
-def _delete_subnet_group(ctx: CloudContext, id: str, state: Props) -> None:
-    try:
-        ctx.client("rds").delete_db_subnet_group(DBSubnetGroupName=id)
-    except ClientError as exc:
-        if error_code(exc) != "DBSubnetGroupNotFoundFault":
-            raise
-
-
-# --- aws:rds/parameterGroup:ParameterGroup (id = name) ----------------------------------------
-
-_PARAMETER_GROUP_INPUTS = (
-    "name",
-    "namePrefix",
-    "family",
-    "description",
-    "parameters",
-    "skipDestroy",
-    "tags",
-)
-
-
-def _find_parameter_group(ctx: CloudContext, name: str) -> dict[str, Any] | None:
-    # moto answers an unknown name with an empty list where AWS refuses: both mean gone.
-    return _first(
-        lambda: ctx.client("rds").describe_db_parameter_groups(DBParameterGroupName=name),
-        "DBParameterGroups",
-        "DBParameterGroupNotFound",
-    )
-
-
-def _observed_parameters(ctx: CloudContext, name: str) -> dict[str, dict[str, Any]]:
-    """The group's parameters by name (AWS lists hundreds of engine defaults too)."""
-    paginator = ctx.client("rds").get_paginator("describe_db_parameters")
-    found: dict[str, dict[str, Any]] = {}
-    for page in paginator.paginate(DBParameterGroupName=name):
-        for parameter in page.get("Parameters", []):
-            found[str(parameter["ParameterName"])] = parameter
-    return found
-
-
-def _parameters_view(
-    ctx: CloudContext, name: str, listed: Iterable[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """The parameters `listed` (the inputs or the state) as the cloud holds them, in their order,
-    each with the keys it was listed with; one the cloud no longer holds is left out."""
-    observed = _observed_parameters(ctx, name)
-    view: list[dict[str, Any]] = []
-    for item in listed:
-        found = observed.get(str(item["name"]))
-        if found is None or found.get("ParameterValue") is None:
-            continue
-        entry = {**item, "value": str(found["ParameterValue"])}
-        if "applyMethod" in item and found.get("ApplyMethod"):
-            entry["applyMethod"] = str(found["ApplyMethod"]).lower()
-        view.append(entry)
-    return view
-
-
-def _parameter_group_view(
-    ctx: CloudContext, group: Mapping[str, Any], parameters: list[dict[str, Any]]
-) -> Props:
-    arn = str(group["DBParameterGroupArn"])
-    tags = _tags_of_arn(ctx, arn)
-    return {
-        "name": group["DBParameterGroupName"],
-        "arn": arn,
-        "family": group.get("DBParameterGroupFamily"),
-        "description": group.get("Description"),
-        "parameters": parameters,
-        "tags": tags,
-        "tagsAll": tags,
-    }
-
-
-def _modify_parameters(ctx: CloudContext, name: str, parameters: list[Mapping[str, Any]]) -> None:
-    for start in range(0, len(parameters), PARAMETERS_PER_CALL):
-        ctx.client("rds").modify_db_parameter_group(
-            DBParameterGroupName=name,
-            Parameters=[
-                {
-                    "ParameterName": str(p["name"]),
-                    "ParameterValue": str(p["value"]),
-                    # pulumi-aws's default apply method
-                    "ApplyMethod": str(p.get("applyMethod") or "immediate"),
-                }
-                for p in parameters[start : start + PARAMETERS_PER_CALL]
-            ],
-        )
-
-
-def _create_parameter_group(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
-    refuse_unserved(ctx, PARAMETER_GROUP, inputs, _PARAMETER_GROUP_INPUTS)
-    group = ctx.client("rds").create_db_parameter_group(
-        DBParameterGroupName=str(inputs["name"]),
-        DBParameterGroupFamily=str(inputs["family"]),
-        Description=str(inputs.get("description") or MANAGED_BY_PULUMI),
-        Tags=tag_list(inputs.get("tags")),
-    )["DBParameterGroup"]
-    name = str(group["DBParameterGroupName"])
-    listed = list(inputs.get("parameters") or [])
-    if listed:
-        _modify_parameters(ctx, name, listed)
-    view = _parameter_group_view(ctx, group, _parameters_view(ctx, name, listed))
-    return name, keep_observed(view, inputs)
-
-
-def _read_parameter_group(ctx: CloudContext, id: str, state: Props) -> Props | None:
-    group = _find_parameter_group(ctx, id)
-    if group is None:
-        return None
-    parameters = _parameters_view(ctx, id, state.get("parameters") or [])
-    return keep_observed(_parameter_group_view(ctx, group, parameters), state)
-
-
-def _update_parameter_group(
-    ctx: CloudContext, id: str, state: Props, inputs: Props, changed: frozenset[str]
-) -> Props:
-    refuse_unserved(ctx, PARAMETER_GROUP, inputs, _PARAMETER_GROUP_INPUTS)
-    listed = list(inputs.get("parameters") or [])
-    if "parameters" in changed:
-        old = {str(p["name"]): p for p in state.get("parameters") or []}
-        _modify_parameters(ctx, id, [p for p in listed if old.get(str(p["name"])) != p])
-        # A parameter no longer listed would be reset with ResetDBParameterGroup, which moto
-        # 5.2.5 lacks (it answers 500); read reports only the listed ones, so none shows.
-    # First DescribeDBParameters: it refuses a vanished group in the cloud's own words.
-    parameters = _parameters_view(ctx, id, listed)
-    rds = ctx.client("rds")
-    group = rds.describe_db_parameter_groups(DBParameterGroupName=id)["DBParameterGroups"][0]
-    if "tags" in changed:
-        _retag(ctx, str(group["DBParameterGroupArn"]), inputs)
-    return keep_observed(_parameter_group_view(ctx, group, parameters), inputs)
-
-
-def _delete_parameter_group(ctx: CloudContext, id: str, state: Props) -> None:
-    if state.get("skipDestroy"):
-        return  # pulumi-aws leaves the group in the cloud and only forgets it
-    try:
-        ctx.client("rds").delete_db_parameter_group(DBParameterGroupName=id)
-    except ClientError as exc:
-        if error_code(exc) != "DBParameterGroupNotFound":
-            raise
 
 
 # --- aws:rds/instance:Instance (id = the DbiResourceId, as pulumi-aws >= 6) --------------------
@@ -403,10 +154,10 @@ def _find_instance(
     client = ctx.client("rds")
     found: list[dict[str, Any]] = []
     if identifier:
-        by_name = _first(
+        by_name = first(
+            _GONE,
             lambda: client.describe_db_instances(DBInstanceIdentifier=identifier),
             "DBInstances",
-            "DBInstanceNotFound",
         )
         found = [by_name] if by_name else []
     if not found and resource_id.startswith("db-"):
@@ -495,7 +246,7 @@ def _create_instance(ctx: CloudContext, inputs: Props) -> tuple[str, Props]:
         if inputs.get(key) is not None
     }
     if inputs.get("tags"):
-        request["Tags"] = tag_list(inputs["tags"])
+        request["Tags"] = RDS_TAGGING.wire(inputs["tags"])
     db = ctx.client("rds").create_db_instance(**request)["DBInstance"]
     view = _instance_view(ctx, db, inputs, wait_s=DATAPLANE_WAIT_S)
     return str(db["DbiResourceId"]), keep_observed(view, inputs)
@@ -544,7 +295,7 @@ def _update_instance(
     # A vanished instance: DescribeDBInstances refuses in AWS's words (DBInstanceNotFound).
     db = client.describe_db_instances(DBInstanceIdentifier=identifier)["DBInstances"][0]
     if "tags" in changed:
-        _retag(ctx, str(db["DBInstanceArn"]), inputs)
+        RDS_TAGGING.sync(client, str(db["DBInstanceArn"]), inputs)
         db = client.describe_db_instances(DBInstanceIdentifier=identifier)["DBInstances"][0]
     return keep_observed(_instance_view(ctx, db, inputs), inputs)
 
@@ -561,44 +312,14 @@ def _delete_instance(ctx: CloudContext, id: str, state: Props) -> None:
     }
     if not skip and state.get("finalSnapshotIdentifier"):
         request["FinalDBSnapshotIdentifier"] = str(state["finalSnapshotIdentifier"])
-    try:
+    # Deletion protection: InvalidParameterCombination, in AWS's words.
+    with unless_gone(_GONE):
         ctx.client("rds").delete_db_instance(**request)
-    except ClientError as exc:
-        if error_code(exc) != "DBInstanceNotFound":
-            raise  # deletion protection: InvalidParameterCombination, in AWS's words
 
 
 def register(aws: Registry) -> None:
-    """Add the RDS resource types to the local cloud's `aws` provider."""
+    """Add the RDS instance type to the local cloud's `aws` provider."""
     aws.add(
-        ResourceType(
-            token=SUBNET_GROUP,
-            create=_create_subnet_group,
-            read=_read_subnet_group,
-            update=_update_subnet_group,
-            delete=_delete_subnet_group,
-            force_new=frozenset({"name", "namePrefix", "region"}),
-            computed=("arn", "vpcId", "supportedNetworkTypes", "tagsAll"),
-            auto_name="name",
-            name_prefix="namePrefix",
-            drift_inputs=frozenset({"tags"}),
-            delete_before_replace=True,
-            defaults={"description": MANAGED_BY_PULUMI},
-        ),
-        ResourceType(
-            token=PARAMETER_GROUP,
-            create=_create_parameter_group,
-            read=_read_parameter_group,
-            update=_update_parameter_group,
-            delete=_delete_parameter_group,
-            force_new=frozenset({"name", "namePrefix", "family", "description", "region"}),
-            computed=("arn", "tagsAll"),
-            auto_name="name",
-            name_prefix="namePrefix",
-            drift_inputs=frozenset({"tags"}),
-            delete_before_replace=True,
-            defaults={"description": MANAGED_BY_PULUMI, "skipDestroy": False},
-        ),
         ResourceType(
             token=INSTANCE,
             create=_create_instance,
