@@ -19,10 +19,11 @@ from pydantic import (
 
 from stackflow import PROJECT_ROOT
 from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
+from stackflow.config import guards
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
 from stackflow.config.notifications import NotificationSettings
 from stackflow.config.policy import PolicySettings
-from stackflow.config.protection import Protection, check_unprotect
+from stackflow.config.protection import Protection
 from stackflow.config.section import no_control_characters
 from stackflow.config.sections import (
     ApprovalSettings,
@@ -34,7 +35,6 @@ from stackflow.config.sections import (
     MigrationSettings,
     NetworkSettings,
 )
-from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.state import StateLayout
 
 if TYPE_CHECKING:
@@ -260,99 +260,40 @@ class Settings(BaseModel):
 
     @property
     def protected(self) -> bool:
-        """The one answer to "is this environment protected?" (its kind: prod; or the
-        protection its last successful `up` recorded)."""
-        recorded = self._recorded_protection
-        return self.profile.protected or (recorded is not None and recorded.confirm_destroy)
+        """Whether this environment is protected (its kind, or the protection recorded)."""
+        return guards.protected(self)
 
     @property
     def file_protection(self) -> Protection:
-        """The protection the environment's file gives (kind, approval, deletion protection, the
-        policy packs it enforces)."""
-        approval = (
-            self.profile.protected if self.approval.required is None else self.approval.required
-        )
-        enforcement = self.policy.enforcement or self.profile.policy_enforcement
-        enforced = () if enforcement == "advisory" else tuple(str(p) for p in self.policy.packs)
-        return Protection(
-            self.environment_kind.value,
-            approval,
-            self.deletion_protection,
-            self.profile.protected,
-            tuple(sorted(enforced)),
-        )
+        """The protection the environment's file gives (see `stackflow.config.guards`)."""
+        return guards.file_protection(self)
 
     def with_recorded_protection(self, recorded: Protection | None) -> Settings:
-        """These settings, guarded by the stronger of the file's and the `recorded` protection.
-
-        Raises:
-            ProtectionLowered: a prod or prod-* environment's file lowers its protection without
-                `[approval] unprotect` (see `stackflow.config.protection`).
-        """
-        self.lowered_protection(recorded)
-        copy = self.model_copy()
-        copy._recorded_protection = recorded
-        return copy
+        """These settings, guarded by the stronger of the file's and the `recorded` protection
+        (raises `ProtectionLowered` as `stackflow.config.guards.with_recorded_protection`)."""
+        return guards.with_recorded_protection(self, recorded)
 
     def lowered_protection(self, recorded: Protection | None = None) -> list[str]:
-        """What the file lowers against the recorded protection (and prod's, for prod names).
-
-        Raises:
-            ProtectionLowered: lowered for a prod or prod-* name without a reason.
-        """
-        return check_unprotect(
-            self.environment,
-            self.file_protection,
-            recorded if recorded is not None else self._recorded_protection,
-            self.approval.unprotect,
-            self.source.environment_file or f"environments/{self.environment}.toml",
-        )
+        """What the file lowers (raises as `stackflow.config.guards.lowered_protection`)."""
+        return guards.lowered_protection(self, recorded)
 
     @property
     def exact_commit(self) -> str | None:
-        """Why runs of this environment must deploy an exact commit (a checkout with edits is
-        refused), or None when they need not."""
-        if self.protected or self.approval_required:  # always: its file cannot opt out
-            return "protected"
-        return "set to exact_commit" if self.approval.exact_commit else None
+        """Why runs of this environment must deploy an exact commit, or None."""
+        return guards.exact_commit(self)
 
     def confirm_destroy(self, confirmed: bool) -> None:
-        """Refuse to destroy a protected (prod) environment unless `confirmed`.
-
-        Raises:
-            ConfirmationRequired: naming the environment and how to confirm.
-        """
-        if self.protected and not confirmed:
-            raise ConfirmationRequired(
-                f"environment {self.environment!r} is {self.environment_kind.value}: destroying it "
-                "needs explicit confirmation (CLI: --yes; flow parameter: confirm=true). "
-                "Nothing was changed."
-            )
+        """Refuse to destroy a protected environment unless `confirmed` (ConfirmationRequired)."""
+        guards.confirm_destroy(self, confirmed)
 
     def confirm_database_deletable(self) -> None:
-        """Refuse, before anything is deleted, to destroy a database with deletion protection on.
-
-        Raises:
-            DeletionProtected: naming the environment, the setting and how to lift it.
-        """
-        recorded = self._recorded_protection
-        if not self.deletion_protection and not (recorded and recorded.deletion_protection):
-            return
-        raise DeletionProtected(
-            f"the database of {self.environment!r} has RDS deletion protection on (its "
-            f"{self.environment_kind.value} kind, or `deletion_protection` under [database] in "
-            f"its file): a destroy would fail at the database after the app was already gone. "
-            f"Lift it first: set `deletion_protection = false` under [database] in "
-            f"{self.source.environment_file or 'its environment file'}, run `up --env "
-            f"{self.environment} --stacks database`, then destroy. Nothing was deleted."
-        )
+        """Refuse to destroy a database with deletion protection on (DeletionProtected)."""
+        guards.confirm_database_deletable(self)
 
     @property
     def approval_required(self) -> bool:
-        """Whether `up` waits for approval of its plan ([approval] required, else the kind; on
-        while the protection its last successful `up` recorded asks for it)."""
-        recorded = self._recorded_protection
-        return self.file_protection.approval or (recorded is not None and recorded.approval)
+        """Whether `up` waits for approval of its plan (see `stackflow.config.guards`)."""
+        return guards.approval_required(self)
 
     @cached_property
     def policies(self) -> PolicySet | None:

@@ -17,14 +17,16 @@ import pytest
 from botocore.exceptions import ClientError
 
 from stackflow.engine.classify import (
-    CREDENTIALS_CODES,
-    THROTTLING_CODES,
-    TRANSIENT_CODES,
-    aws_errors,
     classify,
     diagnose,
     is_lock_conflict,
     is_transient_error,
+)
+from stackflow.engine.diagnosis import (
+    CREDENTIALS_CODES,
+    THROTTLING_CODES,
+    TRANSIENT_CODES,
+    aws_errors,
 )
 from stackflow.errors import PermanentStackError, TransientStackError
 from stackflow.localcloud.knobs import Fault
