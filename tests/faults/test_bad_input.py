@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from cli.main import main
+from stackflow.audit.chain import Entry
 from stackflow.localcloud.paths import passphrase as cloud_passphrase
 from stackflow.migrator.history import HistoryRecord
 from stackflow.migrator.target import MysqlTarget
@@ -615,6 +616,8 @@ def _file(deployed: Deployed, case: Case) -> dict[str, Any] | None:
 # `status` can tell the environment is not what its file says), and so do the records of the
 # stacks it failed on (their last operation); nothing else.
 _ATTEMPT_FIELDS = {"status", "stackflow"}
+# What the audit log may gain from bad input: the refusal, or a failed attempt's start and end.
+_ATTEMPT_ACTIONS = {"run.refused", "run.started", "run.finished"}
 
 
 def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[HistoryRecord]) -> None:
@@ -644,6 +647,31 @@ def _unchanged(deployed: Deployed, files: dict[str, bytes], history: list[Histor
         assert after_value["succeeded"] == before_value["succeeded"], stack_record
         assert after_value["last"]["status"] in ("failed", "unchanged"), after_value
         changed.remove(stack_record)
+    # the audit log only grows: a refusal (or a failed attempt's start and end) is appended,
+    # chained to what was there; nothing earlier is edited
+    log, head = f"{records}/audit.log", f"{records}/audit/head.json"
+    if log in changed:
+        before_log, after_log = files.get(log, b""), after[log]
+        assert after_log.startswith(before_log), "the audit log was edited, not appended to"
+        added = [Entry.parse(line) for line in after_log[len(before_log) :].splitlines()]
+        assert added, "the audit log changed without a new entry"
+        for entry in added:
+            assert entry.action in _ATTEMPT_ACTIONS, entry
+            if entry.action == "run.finished":
+                assert entry.details.get("result") == "failed", entry
+        changed.remove(log)
+        if head in changed:
+            changed.remove(head)
+    # the environment's run history gains the failed attempt at its head; the runs before stay
+    runs = f"{records}/history/{ENVIRONMENT}.json"
+    if runs in changed:
+        before_runs = json.loads(files[runs])["value"]["runs"] if runs in files else []
+        after_runs = json.loads(after[runs])["value"]["runs"]
+        assert after_runs[1:][: len(before_runs)] == before_runs[: len(after_runs) - 1], (
+            "the runs before the attempt changed"
+        )
+        assert after_runs[0]["result"] == "failed", after_runs[0]
+        changed.remove(runs)
     assert not changed, f"the state folder changed: {changed}"
     assert schema_history(deployed.db) == history, "the schema history changed"
 

@@ -22,6 +22,28 @@ CUT_OFF = (
 )
 
 
+def _read_request(connection: socket.socket) -> None:
+    """Read one whole request (its headers and the body their Content-Length gives): a socket
+    closed with bytes unread answers the client with a reset, which is another failure."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return
+        body += chunk
+
+
 @pytest.fixture
 def cutting_server() -> Iterator[str]:
     """A loopback server that answers every request with `CUT_OFF` and closes; its URL."""
@@ -35,8 +57,10 @@ def cutting_server() -> Iterator[str]:
             except OSError:
                 return  # the listener was closed: the test is over
             with connection:
-                connection.recv(65536)
+                _read_request(connection)
                 connection.sendall(CUT_OFF)
+                # close with nothing unread, so the client sees the answer end (FIN), not a reset
+                connection.shutdown(socket.SHUT_WR)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
