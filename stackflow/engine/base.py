@@ -33,6 +33,9 @@ UNKNOWN_WIRE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 KNOWN_AFTER_APPLY = "(known after apply)"
 """How a shown property value says a preview does not know it yet."""
 
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+"""The type of a stack's own root resource: its outputs are the stack's outputs."""
+
 
 class Operation(StrEnum):
     """What an engine can do to a stack."""
@@ -130,6 +133,18 @@ class ChangeCounts:
             self.same + other.same,
         )
 
+    def describe(self, would: bool = False) -> str:
+        """`3 created, 1 updated` (`3 to create, 1 to update` for what a preview would do), or
+        `no changes`."""
+        counts = (self.create, self.update, self.replace, self.delete)
+        verbs = ("create", "update", "replace", "delete")
+        parts = [
+            f"{n} to {verb}" if would else f"{n} {verb}d"
+            for n, verb in zip(counts, verbs, strict=True)
+            if n
+        ]
+        return ", ".join(parts) or "no changes"
+
     def as_dict(self) -> dict[str, int]:
         return {
             "create": self.create,
@@ -220,6 +235,14 @@ class OperationResult:
         return {k: v.shown() for k, v in self.outputs.items()}
 
 
+class ResourceStatus(StrEnum):
+    """Where one resource's step of an operation is."""
+
+    STARTED = "started"
+    DONE = "done"
+    FAILED = "failed"
+
+
 @dataclass(frozen=True)
 class ResourceEvent:
     """Progress of one resource during an operation."""
@@ -230,7 +253,7 @@ class ResourceEvent:
     type: str
     name: str
     change: str  # create, update, delete, replace, same, refresh
-    status: str  # started, done, failed
+    status: ResourceStatus
 
 
 @dataclass(frozen=True)

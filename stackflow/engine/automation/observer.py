@@ -12,6 +12,7 @@ from stackflow.engine.automation.changes import resource_change, resource_event
 from stackflow.engine.automation.drift import drifted, drifted_resource
 from stackflow.engine.base import (
     INTERNAL_OUTPUT,
+    ROOT_STACK_TYPE,
     Listener,
     Operation,
     OutputValue,
@@ -20,8 +21,6 @@ from stackflow.engine.base import (
 )
 from stackflow.engine.envelope import SECRET_SIG
 from stackflow.policy.violation import Violation
-
-ROOT_STACK_TYPE = "pulumi:pulumi:Stack"  # the resource whose outputs are the stack's outputs
 
 
 class StepObserver:
