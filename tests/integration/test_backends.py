@@ -36,9 +36,10 @@ from stackflow.records.environments import (
     records_of,
 )
 from stackflow.settings import Settings, get_settings
+from stackflow.status.condition import Condition
 from stackflow.status.metrics import prometheus
 from stackflow.status.records import Outcome, record_outcomes
-from stackflow.status.report import DAMAGED, collect
+from stackflow.status.report import collect
 from tests.fixtures.localcloud import LocalCloud
 from tests.fixtures.s3backend import s3_url
 
@@ -157,7 +158,7 @@ def test_a_damaged_record_is_named_and_the_rest_of_status_still_shows(
     damage(raw_store, "projects/stackflow/stacks/dev/back", local_cloud)
 
     found = {e.environment: e for e in collect(records, STACKS)}
-    assert found["dev"].condition == DAMAGED
+    assert found["dev"].condition is Condition.DAMAGED
     assert (
         "stacks/dev/back" in found["dev"].damaged and "nothing was changed" in found["dev"].damaged
     )
