@@ -220,20 +220,19 @@ def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:
 
 def _stack_plan(outcome: NodeOutcome) -> StackPlan:
     """What a stack's preview (or its skip, unchanged) puts in the plan an approval binds."""
-    found = outcome.result
-    skipped = outcome.status is Status.UNCHANGED
+    found, note = outcome.result, outcome.note
+    if outcome.status is Status.UNCHANGED:
+        status, note = PlanStatus.UNCHANGED, note or UNCHANGED
+    else:
+        status = PlanStatus.CHANGES if outcome.changes.changed else PlanStatus.NO_CHANGES
     return StackPlan(
         outcome.node,
-        PlanStatus.UNCHANGED
-        if skipped
-        else PlanStatus.CHANGES
-        if outcome.changes.changed
-        else PlanStatus.NO_CHANGES,
+        status,
         outcome.changes,
         outcome.resources,
         found.plan_file if isinstance(found, PreviewResult) else None,
         found.fingerprint if isinstance(found, PreviewResult | UpResult) else "",
-        outcome.note or (UNCHANGED if skipped else ""),
+        note,
         outcome.violations,
     )
 
@@ -248,8 +247,9 @@ def _merged(earlier: list[NodeOutcome], later: list[NodeOutcome]) -> list[NodeOu
     merged = []
     for o in later:
         prior = before.get(o.node)
-        kept = prior is not None and o.status in _QUIET and prior.status is not Status.STOPPED
-        merged.append(prior if kept and prior is not None else o)
+        if prior is not None and o.status in _QUIET and prior.status is not Status.STOPPED:
+            o = prior
+        merged.append(o)
     return merged
 
 

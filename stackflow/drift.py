@@ -44,8 +44,10 @@ class DriftMarks:
             return DriftMark.DRIFTED  # a damaged mark errs on the side of running
         if found is None:
             return None
-        why = found.value.get("why")
-        return DriftMark(why) if why in set(DriftMark) else DriftMark.DRIFTED
+        try:
+            return DriftMark(found.value.get("why", DriftMark.DRIFTED))
+        except ValueError:  # a word this version does not know errs on the side of running too
+            return DriftMark.DRIFTED
 
     def clear(self, spec: StackSpec) -> None:
         self.records.delete(self._key(spec), expect_version=None)

@@ -79,6 +79,19 @@ _UNFINISHED = frozenset({Status.STOPPED, Status.CANCELLED, Status.FAILED})
 _NOT_RUN = frozenset({Status.SKIPPED, Status.READ, Status.NOT_RUN})
 
 
+def describe_changes(changes: ChangeCounts, would: bool = False) -> str:
+    """`3 created, 1 updated` (`3 to create, 1 to update` for what a preview would do), or
+    `no changes`."""
+    counts = (changes.create, changes.update, changes.replace, changes.delete)
+    verbs = ("create", "update", "replace", "delete")
+    parts = [
+        f"{n} to {verb}" if would else f"{n} {verb}d"
+        for n, verb in zip(counts, verbs, strict=True)
+        if n
+    ]
+    return ", ".join(parts) or "no changes"
+
+
 def completed(operation: Operation, changes: ChangeCounts) -> Status:
     """How an operation that completed on a stack ended, by what it changed."""
     if operation is Operation.UP:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from stackflow.engine.base import ChangeCounts, Operation, ResourceStatus
-from stackflow.outcome import Status
+from stackflow.outcome import Status, describe_changes
 from stackflow.progress import (
     FINAL_STATES,
     NodeChanged,
@@ -36,12 +36,6 @@ _VERB = {
 def _counted(resource_type: str) -> bool:
     """Resources a program declares (the engine's own stack and providers are not)."""
     return not resource_type.startswith(("pulumi:providers:", "pulumi:pulumi:Stack"))
-
-
-def describe_changes(changes: ChangeCounts | None, would: bool = False) -> str:
-    """`3 created, 1 updated` (`3 to create, 1 to update` for what a preview would do), or
-    `no changes`; "" when nothing is known."""
-    return "" if changes is None else changes.describe(would)
 
 
 @dataclass(frozen=True)

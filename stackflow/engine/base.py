@@ -133,18 +133,6 @@ class ChangeCounts:
             self.same + other.same,
         )
 
-    def describe(self, would: bool = False) -> str:
-        """`3 created, 1 updated` (`3 to create, 1 to update` for what a preview would do), or
-        `no changes`."""
-        counts = (self.create, self.update, self.replace, self.delete)
-        verbs = ("create", "update", "replace", "delete")
-        parts = [
-            f"{n} to {verb}" if would else f"{n} {verb}d"
-            for n, verb in zip(counts, verbs, strict=True)
-            if n
-        ]
-        return ", ".join(parts) or "no changes"
-
     def as_dict(self) -> dict[str, int]:
         return {
             "create": self.create,

@@ -17,6 +17,7 @@ from typing import Any
 
 from stackflow.engine.base import ChangeCounts, Operation
 from stackflow.gitops import sync
+from stackflow.outcome import describe_changes
 from stackflow.records import DamagedRecord, Records
 from stackflow.records.environments import EnvironmentRecord, environment_names, read
 from stackflow.status.condition import Condition
@@ -47,7 +48,7 @@ class StackStatus:
         """What the last operation changed, in words ("" when nothing, or not recorded)."""
         found = self.changes or {}
         counts = ChangeCounts(**{k: int(found.get(k) or 0) for k in ChangeCounts().as_dict()})
-        return counts.describe() if counts.changed else ""
+        return describe_changes(counts) if counts.changed else ""
 
 
 @dataclass
