@@ -4,7 +4,8 @@ Every layer reads this one type: the walk collects it, the approval gate plans f
 summary, its JSON and artifact, the `stackflow.stack.*` events and `status`'s records write it,
 and the live view shows its status. The operation is the engine's `Operation`; what an operation
 found beyond its counts is one result per kind of operation, in the spirit of Pulumi's automation
-package (`UpResult`, `PreviewResult`, `DriftResult`), never a bag of optional fields.
+package (`UpResult`, `PreviewResult`, `RefreshResult`, `DriftResult`), never a bag of optional
+fields.
 """
 
 from __future__ import annotations
@@ -128,14 +129,23 @@ class PreviewResult:
 
 
 @dataclass(frozen=True)
+class RefreshResult:
+    """A refresh: the outputs the stack holds now."""
+
+    outputs: Mapping[str, OutputValue]
+
+
+@dataclass(frozen=True)
 class DriftResult:
-    """What a drift check found, per resource: the value stored and the value found."""
+    """What a drift check found, per resource: the value stored and the value found; and the
+    outputs the stack holds (a drift check changes nothing)."""
 
     resources: tuple[ResourceChange, ...]
+    outputs: Mapping[str, OutputValue] = field(default_factory=dict)
 
 
-StackResult = UpResult | PreviewResult | DriftResult
-"""What an operation found beyond its counts (a refresh and a destroy find nothing more)."""
+StackResult = UpResult | PreviewResult | RefreshResult | DriftResult
+"""What an operation found beyond its counts (a destroy finds nothing more)."""
 
 
 @dataclass(frozen=True)
@@ -190,8 +200,12 @@ class NodeOutcome:
 
     @property
     def outputs(self) -> Mapping[str, OutputValue]:
-        """The outputs an up left (none for other operations, or one that did not complete)."""
-        return self.result.outputs if isinstance(self.result, UpResult) else {}
+        """The outputs the stack holds after its operation; none for a preview, a destroy, or
+        an operation that did not complete."""
+        found = self.result
+        if isinstance(found, UpResult | RefreshResult | DriftResult):
+            return found.outputs
+        return {}
 
     def shown_outputs(self) -> dict[str, Any]:
         """`outputs` as they may be shown (secrets masked)."""

@@ -12,6 +12,7 @@ from stackflow.outcome import (
     DriftResult,
     NodeOutcome,
     PreviewResult,
+    RefreshResult,
     StackResult,
     UpResult,
     completed,
@@ -66,7 +67,7 @@ def _mark(call: StackCall, spec: StackSpec, changes: ChangeCounts) -> None:
 def _result(
     call: StackCall, inputs: Inputs, done: OperationResult, stored: dict[str, OutputValue]
 ) -> StackResult | None:
-    """What the operation found beyond its counts (a refresh and a destroy: nothing)."""
+    """What the operation found beyond its counts (a destroy: nothing)."""
     node = call.ctx.graph[call.node]
     if call.operation is Operation.UP:
         started = inputs.started
@@ -85,6 +86,8 @@ def _result(
             inputs.fingerprint,
             call.gate.plan_file if call.planning and call.gate is not None else None,
         )
+    if call.operation is Operation.REFRESH:
+        return RefreshResult(dict(done.outputs))
     if call.operation is Operation.DRIFT:
-        return DriftResult(done.resource_changes)
+        return DriftResult(done.resource_changes, dict(done.outputs))
     return None

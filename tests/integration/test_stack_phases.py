@@ -28,7 +28,7 @@ from stackflow.drift import DriftMark
 from stackflow.engine import Operation
 from stackflow.errors import OperationCancelled, PermanentStackError, TransientStackError
 from stackflow.localcloud.knobs import clear_knobs, set_knobs
-from stackflow.outcome import NodeOutcome, PreviewResult, Status, UpResult
+from stackflow.outcome import NodeOutcome, PreviewResult, RefreshResult, Status, UpResult
 from stackflow.progress import NodeChanged, NodeState, ProgressEvent, ProgressHub
 from tasks.context import RunContext
 from tasks.stack.call import StackCall
@@ -322,7 +322,8 @@ def test_recover_clears_a_dead_runs_lock_but_a_preview_leaves_it(shared: Phases)
 
 def test_report_gives_each_kind_of_operation_its_own_result(shared: Phases) -> None:
     """Local cloud, `logs` deployed: a preview's result holds the outputs deployed and those its
-    update would leave, a drift check's what it found, a refresh's nothing beyond its counts."""
+    update would leave, a drift check's what it found, a refresh's and a drift check's the
+    outputs the stack holds."""
     first = _deploy(shared)
     spec = shared.inputs("logs", Operation.UP).spec
     preview = shared.run("logs", Operation.PREVIEW)
@@ -334,7 +335,8 @@ def test_report_gives_each_kind_of_operation_its_own_result(shared: Phases) -> N
     assert (drift.status, drift.resources) == (Status.NO_DRIFT, ())
     assert shared.ctx.drift.marked(spec) is None
     refresh = shared.run("logs", Operation.REFRESH)
-    assert (refresh.status, refresh.result) == (Status.REFRESHED, None)
+    assert refresh.status is Status.REFRESHED and isinstance(refresh.result, RefreshResult)
+    assert refresh.shown_outputs() == drift.shown_outputs() == first.shown_outputs() != {}
     assert shared.states("logs")[-1] == (NodeState.DONE, Status.REFRESHED)
 
 
