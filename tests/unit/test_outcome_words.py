@@ -22,7 +22,8 @@ WORDS = frozenset(s.value for s in Status)
 OTHER_MEANINGS = {
     ("cli/commands/cloud.py", "stopped"): "a local server's state",
     ("cli/commands/server.py", "stopped"): "a local server's state",
-    ("cli/parser.py", "drift"): "the drift operation's command",
+    ("cli/commands/__init__.py", "drift"): "the drift command",
+    ("cli/commands/drift.py", "drift"): "the drift flow the command runs",
     ("deployments/specs.py", "drift"): "the drift flow, which its deployments name",
     ("flows/pipeline.py", "drift"): "the drift flow",
     ("stackflow/engine/automation/drift.py", "read"): "Pulumi's read step of a resource",
