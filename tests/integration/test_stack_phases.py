@@ -134,6 +134,13 @@ class Phases:
             done = operate(call, inputs)
         return report(call, inputs, done, stored)
 
+    def attempt(self, node: str, operation: Operation) -> None:
+        """Take the stack and operate on it, as a first attempt does (it is to fail)."""
+        call = self.call(node, operation)
+        inputs = gather(call, {}, None, False)
+        with held(call, inputs.spec):
+            operate(call, inputs)
+
     def refuse(self, kind: str) -> None:
         """The local cloud refuses this environment's next bucket create."""
         env = self.ctx.settings.environment
@@ -344,10 +351,8 @@ def test_operate_says_a_failure_and_counts_what_was_made_before_it(own: Phases) 
     """Local cloud: the bucket's create refused for good, the up fails after the log group was
     made; the live view hears failed, and the run's tally counts what the state holds."""
     own.refuse("permanent")
-    call = own.call("logs", Operation.UP)
-    inputs = gather(call, {}, None, False)
-    with pytest.raises(PermanentStackError), held(call, inputs.spec):
-        operate(call, inputs)
+    with pytest.raises(PermanentStackError):
+        own.attempt("logs", Operation.UP)
     assert own.states("logs")[-1][0] is NodeState.FAILED
     made = own.ctx.made("logs").counts()
     assert made.create == _made(own, "logs") == 2  # the stack and its log group
@@ -360,10 +365,8 @@ def test_operate_says_a_transient_failure_will_be_retried(own: Phases) -> None:
     the run keeps the reason; the next attempt creates what is left, and the tally keeps the
     log group the first attempt made as created."""
     own.refuse("transient")
-    call = own.call("logs", Operation.UP)
-    inputs = gather(call, {}, None, False)
-    with pytest.raises(TransientStackError), held(call, inputs.spec):
-        operate(call, inputs)
+    with pytest.raises(TransientStackError):
+        own.attempt("logs", Operation.UP)
     assert own.states("logs")[-1][0] is NodeState.RETRYING
     assert len(own.ctx.retries["logs"]) == 1
     second = own.run("logs", Operation.UP, attempt=2)
