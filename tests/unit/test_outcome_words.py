@@ -27,6 +27,7 @@ OTHER_MEANINGS = {
     ("deployments/specs.py", "drift"): "the drift flow, which its deployments name",
     ("flows/pipeline.py", "drift"): "the drift flow",
     ("stackflow/engine/automation/drift.py", "read"): "Pulumi's read step of a resource",
+    ("stackflow/engine/automation/host/process.py", "read"): "a project process's message field",
     ("stackflow/engine/pending/ec2.py", "failed"): "an EC2 resource's state, as AWS says it",
     ("stackflow/localcloud/", "read"): "a resource operation of the local cloud's plugins",
     ("stackflow/migrator/", "failed"): "a migration's state in the schema history table",
