@@ -33,7 +33,7 @@ class Inputs:
     fingerprint: str = ""  # of spec and args; "" when not computed (see `started`)
     started: EarlyStart | None = None  # an up started before its early upstream nodes ended
     drift: DriftMark | None = None  # why its next up may not be skipped (up, a gated plan)
-    note: str = ""  # what the upstream previews say will move: what this preview follows
+    note: str = ""  # of the upstream: what their previews move (a project node: what it omits)
     absent: tuple[str, ...] = ()  # a project node's upstream stacks not deployed yet
 
     def stamp(self) -> dict[str, Any] | None:
