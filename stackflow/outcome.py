@@ -20,14 +20,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from stackflow.engine.base import (
-    ROOT_STACK_TYPE,
     ChangeCounts,
     Operation,
     OutputValue,
     ResourceChange,
     ResourceEvent,
-    ResourceStatus,
 )
+from stackflow.engine.events import ROOT_STACK_TYPE, ResourceStatus
 from stackflow.policy.violation import Violation
 
 

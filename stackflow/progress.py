@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from stackflow.engine.base import ChangeCounts, ResourceStatus
+from stackflow.engine.base import ChangeCounts
+from stackflow.engine.events import ResourceStatus
 from stackflow.outcome import Status
 
 

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from stackflow.engine.base import ChangeCounts, Operation, ResourceStatus
+from stackflow.engine.base import ChangeCounts, Operation
+from stackflow.engine.events import ResourceStatus
 from stackflow.outcome import Status, describe_changes
 from stackflow.progress import (
     FINAL_STATES,

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from stackflow.engine.events import ResourceStatus
 from stackflow.engine.hosted import HostedProgram
 from stackflow.redact import MASK, Redactor
 
@@ -32,9 +33,6 @@ UNKNOWN_WIRE = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 KNOWN_AFTER_APPLY = "(known after apply)"
 """How a shown property value says a preview does not know it yet."""
-
-ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
-"""The type of a stack's own root resource: its outputs are the stack's outputs."""
 
 
 class Operation(StrEnum):
@@ -221,14 +219,6 @@ class OperationResult:
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}
-
-
-class ResourceStatus(StrEnum):
-    """Where one resource's step of an operation is."""
-
-    STARTED = "started"
-    DONE = "done"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackflow.engine import Listener, Operation
-from stackflow.engine.base import ResourceEvent, ResourceStatus
+from stackflow.engine.base import ResourceEvent
+from stackflow.engine.events import ResourceStatus
 from stackflow.progress import NodeState, ResourceProgress, ResourcesDeclared
 from tasks.approved import Gate
 from tasks.context import RunContext

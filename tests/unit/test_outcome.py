@@ -7,14 +7,13 @@ import pytest
 from pydantic import BaseModel
 
 from stackflow.engine.base import (
-    ROOT_STACK_TYPE,
     ChangeCounts,
     Operation,
     OutputValue,
     ResourceChange,
     ResourceEvent,
-    ResourceStatus,
 )
+from stackflow.engine.events import ROOT_STACK_TYPE, ResourceStatus
 from stackflow.outcome import (
     ChangeTally,
     DriftResult,

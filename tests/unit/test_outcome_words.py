@@ -32,6 +32,8 @@ OTHER_MEANINGS = {
     ("stackflow/localcloud/", "read"): "a resource operation of the local cloud's plugins",
     ("stackflow/migrator/", "failed"): "a migration's state in the schema history table",
     ("stackflow/records/environments.py", "failed"): "an environment's last deploy",
+    ("stackflow/status/pages.py", "healthy"): "the app's health record, in words",
+    ("stackflow/status/text.py", "healthy"): "the app's health record, in words",
 }
 _KEYED = frozenset({"get", "pop", "setdefault"})  # a mapping's methods that name a key
 

@@ -15,9 +15,9 @@ from stackflow.engine.base import (
     PropertyChange,
     ResourceChange,
     ResourceEvent,
-    ResourceStatus,
     StackSpec,
 )
+from stackflow.engine.events import ResourceStatus
 from stackflow.redact import Redactor
 
 _CHANGE = {

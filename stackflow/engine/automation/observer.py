@@ -12,7 +12,6 @@ from stackflow.engine.automation.changes import resource_change, resource_event
 from stackflow.engine.automation.drift import drifted, drifted_resource
 from stackflow.engine.base import (
     INTERNAL_OUTPUT,
-    ROOT_STACK_TYPE,
     Listener,
     Operation,
     OutputValue,
@@ -20,6 +19,7 @@ from stackflow.engine.base import (
     StackSpec,
 )
 from stackflow.engine.envelope import SECRET_SIG
+from stackflow.engine.events import ROOT_STACK_TYPE
 from stackflow.policy.violation import Violation
 
 
