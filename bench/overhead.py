@@ -79,9 +79,10 @@ def measure_tasks(n: int, environment: str) -> dict[str, Any]:
 
     from flows.pipeline import build_context, deploy
     from stackflow.engine import Operation
+    from stackflow.outcome import NodeOutcome
     from stackflow.retry import stack_policy
     from stackflow.settings import get_settings
-    from tasks.context import RunContext, StackOutcome
+    from tasks.context import RunContext
     from tasks.stacks import stack_operation
 
     # A no-op deploy: every stack has a fingerprint, so the skip path is taken.
@@ -94,9 +95,9 @@ def measure_tasks(n: int, environment: str) -> dict[str, Any]:
         ctx: RunContext,
         node: str,
         operation: Operation,
-        upstream: dict[str, StackOutcome],
+        upstream: dict[str, NodeOutcome],
         force: bool = False,
-    ) -> StackOutcome:
+    ) -> NodeOutcome:
         started = time.perf_counter()
         try:
             return stack_operation.fn(ctx, node, operation, upstream, force)
@@ -107,7 +108,7 @@ def measure_tasks(n: int, environment: str) -> dict[str, Any]:
         ctx: RunContext,
         node: str,
         operation: Operation,
-        upstream: dict[str, StackOutcome],
+        upstream: dict[str, NodeOutcome],
         force: bool = False,
     ) -> None:
         started = time.perf_counter()

@@ -132,9 +132,10 @@ def print_summary(summary: dict[str, Any], as_json: bool = False) -> None:
 def preview_lines(summary: dict[str, Any]) -> list[str]:
     """Per resource, what a preview would do and which properties change; what drift found,
     with the values stored and found (values masked)."""
+    from stackflow.engine.base import Operation
     from stackflow.plan import drift_lines, resource_lines
 
-    drift = summary["operation"] == "drift"
+    drift = summary["operation"] == Operation.DRIFT
     lines: list[str] = []
     for s in summary["stacks"]:
         resources = s.get("resources") or []

@@ -30,8 +30,10 @@ from stackflow.dag import Node, NodeKind
 from stackflow.engine import Operation
 from stackflow.migrator.errors import MigrationError, TransientDatabaseError
 from stackflow.migrator.pins import pin_changes
-from stackflow.plan import DeployPlan, StackPlan, migrations_dict
-from tasks.context import RunContext, StackOutcome
+from stackflow.outcome import NodeOutcome, PreviewResult, Status, UpResult
+from stackflow.plan import DeployPlan, PlanStatus, StackPlan, migrations_dict
+from tasks.context import RunContext
+from tasks.stack.skip import UNCHANGED
 
 MAX_APPROVAL_ROUNDS = 5  # a plan that keeps changing while people approve it needs a person to look
 
@@ -66,7 +68,7 @@ def gated_up(
     settings = ctx.settings
     started = time.monotonic()
     root = settings.state.plans(settings.environment) / uuid.uuid4().hex[:12]
-    earlier: list[StackOutcome] = []
+    earlier: list[NodeOutcome] = []
     why_again = ""
     try:
         for round_ in range(1, MAX_APPROVAL_ROUNDS + 1):
@@ -158,23 +160,7 @@ def _build_plan(
     if walk.failed or walk.interrupted:
         return walk
     by_node = {o.node: o for o in walk.outcomes}
-    plans = tuple(
-        StackPlan(
-            o.node,
-            "unchanged"
-            if o.status == "unchanged"
-            else "changes"
-            if o.changes.changed
-            else "no changes",
-            o.changes,
-            o.resources,
-            o.plan_file,
-            o.fingerprint,
-            o.note or ("unchanged since its last successful up" if o.status == "unchanged" else ""),
-            o.violations,
-        )
-        for o in walk.outcomes
-    )
+    plans = tuple(_stack_plan(o) for o in walk.outcomes)
     migrations = None
     for planner in planners(ctx, nodes):
         try:
@@ -232,22 +218,44 @@ def _moved_since(ctx: RunContext, plan: DeployPlan) -> str:
     return "the pending migrations changed while the approval waited (" + "; ".join(parts) + ")"
 
 
-def _merged(earlier: list[StackOutcome], later: list[StackOutcome]) -> list[StackOutcome]:
+def _stack_plan(outcome: NodeOutcome) -> StackPlan:
+    """What a stack's preview (or its skip, unchanged) puts in the plan an approval binds."""
+    found, note = outcome.result, outcome.note
+    if outcome.status is Status.UNCHANGED:
+        status, note = PlanStatus.UNCHANGED, note or UNCHANGED
+    else:
+        status = PlanStatus.CHANGES if outcome.changes.changed else PlanStatus.NO_CHANGES
+    return StackPlan(
+        outcome.node,
+        status,
+        outcome.changes,
+        outcome.resources,
+        found.plan_file if isinstance(found, PreviewResult) else None,
+        found.fingerprint if isinstance(found, PreviewResult | UpResult) else "",
+        note,
+        outcome.violations,
+    )
+
+
+_QUIET = frozenset({Status.UNCHANGED, Status.SKIPPED, Status.NOT_RUN})  # found nothing to do
+
+
+def _merged(earlier: list[NodeOutcome], later: list[NodeOutcome]) -> list[NodeOutcome]:
     """A node's outcome across approval rounds: the later one, unless it found nothing to do
     where an earlier round had done something."""
     before = {o.node: o for o in earlier}
     merged = []
     for o in later:
         prior = before.get(o.node)
-        quiet = o.status in ("unchanged", "skipped", "not run")
-        merged.append(
-            prior if prior is not None and quiet and prior.status not in ("stopped",) else o
-        )
+        if prior is not None and o.status in _QUIET and prior.status is not Status.STOPPED:
+            o = prior
+        merged.append(o)
     return merged
 
 
-def _unapplied(node: str, decision: Decision) -> StackOutcome:
-    return StackOutcome(node, "up", "not run", note=f"plan {_verb(decision)}: nothing applied")
+def _unapplied(node: str, decision: Decision) -> NodeOutcome:
+    note = f"plan {_verb(decision)}: nothing applied"
+    return NodeOutcome(node, Operation.UP, Status.NOT_RUN, note=note)
 
 
 def _verb(decision: Decision) -> str:

@@ -21,6 +21,7 @@ from flows.scope import check_scope
 from stackflow.config.protection import Protection
 from stackflow.gitops.locked import LOCK_FILE, check_locked
 from stackflow.gitops.tree import CommitRefused
+from stackflow.outcome import Status
 from stackflow.records import Records
 from stackflow.records.environments import check_cloud, recorded_protection
 from stackflow.settings import Settings, get_settings
@@ -119,7 +120,7 @@ def verify_summary(handoff: Handoff, code: int, summary: dict[str, Any]) -> str 
     guard = handoff.protection
     calls = [str(c) for c in summary.get("engine_calls") or []]
     changed = any(c.startswith("up:") for c in calls) or any(
-        s.get("status") == "migrated" for s in stacks
+        s.get("status") == Status.MIGRATED for s in stacks
     )
     decisions = [a.get("decision") for a in summary.get("approvals") or [] if isinstance(a, dict)]
     if guard is not None and guard.approval and changed and "approved" not in decisions:

@@ -32,6 +32,7 @@ from flows.walk import announce_phase, build_context, steps_of, walk_graph
 from stackflow.engine import Operation
 from stackflow.errors import StackflowError, StepRefused
 from stackflow.gitops.git import check_exact_commit, project_commit
+from stackflow.outcome import Status
 from stackflow.progress import NodeState
 from stackflow.records.environments import (
     forget,
@@ -43,7 +44,6 @@ from stackflow.records.environments import (
 from stackflow.settings import Settings, get_settings, validate_environment_name
 from stackflow.status.history import forget_history
 from stackflow.status.records import (
-    Outcome,
     end_run,
     forget_environment,
     record_outcomes,
@@ -124,7 +124,7 @@ def run_pipeline(
     run_id = current_flow_run_id()
     summary = PipelineSummary(
         settings.environment,
-        op.value,
+        op,
         ctx.engine.name,
         target=settings.target_label,
         ui_url=flow_run_url(),
@@ -169,17 +169,8 @@ def run_pipeline(
         if changing:
             end_run(records, settings.environment, run_id)
     if op is not Operation.PREVIEW:
-        record_outcomes(
-            records,
-            settings.environment,
-            [
-                Outcome(o.node, o.operation, o.status, o.note)
-                for o in ended.outcomes
-                if o.node in stacks
-            ],
-            ctx.commit,
-            run_id,
-        )
+        done = [o for o in ended.outcomes if o.node in stacks]
+        record_outcomes(records, settings.environment, done, ctx.commit, run_id)
     summary.outcomes = ended.outcomes
     summary.failed = ended.failed or (ended.invalidated or None)
     summary.engine_calls = list(ctx.engine_calls)
@@ -211,7 +202,7 @@ def run_pipeline(
         raise refused
     if summary.failed:
         raise PipelineFailed(summary.failed, summary.as_dict())
-    drifted = [o.node for o in summary.outcomes if o.status == "drift"]
+    drifted = [o.node for o in summary.outcomes if o.status is Status.DRIFT]
     if drifted:
         raise DriftDetected(
             f"drift detected in {settings.environment}: {', '.join(drifted)}", summary.as_dict()

@@ -10,19 +10,19 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact
 
 from flows.summary import PipelineSummary, flow_run_going
-from stackflow.status.history import NodeResult, RunEntry, record_history
+from stackflow.outcome import Status
+from stackflow.status.history import RunEntry, RunResult, record_history
 
 
-def run_result(summary: PipelineSummary) -> str:
-    """How a run ended, in one word: succeeded, failed, stopped, or drift (a drift check that
-    found some)."""
+def run_result(summary: PipelineSummary) -> RunResult:
+    """How a run ended: succeeded, failed, stopped, or drift (a drift check that found some)."""
     if summary.failed:
-        return "failed"
+        return RunResult.FAILED
     if summary.stopped:
-        return "stopped"
-    if any(str(o.status) == "drift" for o in summary.outcomes):
-        return "drift"
-    return "succeeded"
+        return RunResult.STOPPED
+    if any(o.status is Status.DRIFT for o in summary.outcomes):
+        return RunResult.DRIFT
+    return RunResult.SUCCEEDED
 
 
 def record_run_history(
@@ -31,18 +31,14 @@ def record_run_history(
     """The run at the head of its environment's history (see `stackflow.status.history`)."""
     entry = RunEntry(
         run=run,
-        operation=str(summary.operation),
+        operation=summary.operation,
         result=run_result(summary),
         commit=summary.commit,
         url=summary.ui_url,
         message=summary.failed or summary.stopped or "",
         duration_s=summary.duration_s,
     )
-    nodes = [
-        NodeResult(o.node, str(o.operation), str(o.status), o.note, o.shown_outputs())
-        for o in summary.outcomes
-    ]
-    record_history(records, summary.environment, entry, nodes, stacks)
+    record_history(records, summary.environment, entry, summary.outcomes, stacks)
 
 
 def _ui_url() -> str | None:

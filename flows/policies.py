@@ -21,9 +21,10 @@ from flows.summary import PipelineSummary, PolicyRefused
 from flows.walk import Walk, announce_phase, walk_graph
 from stackflow.dag import NodeKind
 from stackflow.engine import Operation
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.policy.staged import prepare
 from stackflow.policy.violation import refusal
-from tasks.context import RunContext, StackOutcome
+from tasks.context import RunContext
 
 
 def checked_up(
@@ -79,11 +80,11 @@ def refused_by_policy(summary: PipelineSummary) -> PolicyRefused | None:
     reasons = "; ".join(refusal(f"{summary.environment}/{o.node}", o.violations) for o in refused)
     ended = (
         "Nothing was applied."
-        if all(o.operation == Operation.PREVIEW.value for o in refused)
+        if all(o.operation is Operation.PREVIEW for o in refused)
         else "The update stopped at the refused resource; what it applied before stays."
     )
     return PolicyRefused(f"{reasons}. {ended}", summary.as_dict())
 
 
-def _mandatory(outcome: StackOutcome) -> bool:
-    return outcome.status == "failed" and any(v.mandatory for v in outcome.violations)
+def _mandatory(outcome: NodeOutcome) -> bool:
+    return outcome.status is Status.FAILED and any(v.mandatory for v in outcome.violations)

@@ -13,9 +13,9 @@ from flows.approval import Decision
 from stackflow.dag import StackGraph
 from stackflow.engine import Operation
 from stackflow.errors import StackflowError
+from stackflow.outcome import DriftResult, NodeOutcome, Status
 from stackflow.plan import drift_value, markdown_cell, migrations_markdown
 from stackflow.policy.report import policy_markdown
-from tasks.context import StackOutcome
 
 
 class PipelineError(StackflowError):
@@ -77,9 +77,9 @@ class PipelineSummary:
     """What a run did, per node, with every secret masked."""
 
     environment: str
-    operation: str
+    operation: Operation
     engine: str
-    outcomes: list[StackOutcome] = field(default_factory=list)
+    outcomes: list[NodeOutcome] = field(default_factory=list)
     failed: str | None = None
     engine_calls: list[str] = field(default_factory=list)
     duration_s: float = 0.0
@@ -98,7 +98,7 @@ class PipelineSummary:
     def as_dict(self) -> dict[str, Any]:
         return {
             "environment": self.environment,
-            "operation": self.operation,
+            "operation": self.operation.value,
             "engine": self.engine,
             "target": self.target,
             "commit": self.commit,
@@ -108,8 +108,8 @@ class PipelineSummary:
             "stacks": [
                 {
                     "stack": o.node,
-                    "operation": o.operation,
-                    "status": o.status,
+                    "operation": o.operation.value,
+                    "status": o.status.value,
                     "changes": o.changes.as_dict(),
                     "duration_s": round(o.duration_s, 3),
                     "outputs": o.shown_outputs(),
@@ -200,8 +200,9 @@ class PipelineSummary:
         for node in nodes:
             name = node.name
             stage[name] = 1 + max((stage[u] for u in node.upstream), default=0)
-            shown = status.get(name, "not in this run")
-            shown = f"**{shown}**" if shown in _ATTENTION else shown
+            found = status.get(name)
+            shown = "not in this run" if found is None else found.value
+            shown = f"**{shown}**" if found is not None and found.needs_attention else shown
             needs = ", ".join(node.upstream) or "—"
             rows.append(f"| {stage[name]} | **{name}** | {shown} | {needs} |")
         return "\n".join(rows)
@@ -240,7 +241,7 @@ class PipelineSummary:
     def changes_markdown(self) -> str:
         """Per resource, what a preview would change and which properties (values masked); what
         drift found, with the values stored and found."""
-        if self.operation == Operation.DRIFT.value:
+        if self.operation is Operation.DRIFT:
             return self.drift_markdown()
         rows = []
         for o in self.outcomes:
@@ -279,15 +280,11 @@ class PipelineSummary:
         return "\n\n## Drift\n\n" + head + "\n".join(rows)
 
 
-def resources_dict(outcome: StackOutcome) -> list[dict[str, Any]]:
+def resources_dict(outcome: NodeOutcome) -> list[dict[str, Any]]:
     """An outcome's resources as data: what a preview would change, or what drift found."""
-    if outcome.operation == Operation.DRIFT.value:
-        return [r.drift_dict() for r in outcome.resources]
+    if isinstance(outcome.result, DriftResult):
+        return [r.drift_dict() for r in outcome.result.resources]
     return [r.as_dict() for r in outcome.resources]
-
-
-# Statuses that need a reader's attention stand out; no emoji (fonts without them draw boxes)
-_ATTENTION = frozenset({"failed", "drift", "not run", "cancelled", "stopped"})
 
 
 def flow_run_going(flow_run_id: str) -> bool:
@@ -322,6 +319,15 @@ def flow_run_url() -> str | None:
     return url_for("flow-run", obj_id=run_id) if run_id else None
 
 
+_EVENTS = {  # the statuses that emit an event about the stack, and its name
+    Status.UPDATED: "stack.updated",
+    Status.FAILED: "stack.failed",
+    Status.DRIFT: "drift.detected",
+    Status.PREVIEWED: "stack.previewed",
+    Status.DESTROYED: "stack.destroyed",
+}
+
+
 def publish(summary: PipelineSummary) -> None:
     """The summary as a markdown artifact and one Prefect event per stack."""
     create_markdown_artifact(
@@ -330,15 +336,8 @@ def publish(summary: PipelineSummary) -> None:
         description=f"stackflow {summary.operation} of {summary.environment}"
         + (f" ({summary.target})" if summary.target != "AWS" else ""),
     )
-    names = {
-        "updated": "stack.updated",
-        "failed": "stack.failed",
-        "drift": "drift.detected",
-        "previewed": "stack.previewed",
-        "destroyed": "stack.destroyed",
-    }
     for o in summary.outcomes:
-        event = names.get(o.status)
+        event = _EVENTS.get(o.status)
         if event is None:
             continue
         emit_event(
@@ -350,7 +349,7 @@ def publish(summary: PipelineSummary) -> None:
                 "stackflow.stack": o.node,
             },
             payload={
-                "operation": o.operation,
+                "operation": o.operation.value,
                 "changes": o.changes.as_dict(),
                 "target": summary.target,
                 "commit": summary.commit,
@@ -358,7 +357,7 @@ def publish(summary: PipelineSummary) -> None:
                 "retries": list(o.retries),
                 **(
                     {"resources": resources_dict(o)}
-                    if o.operation in (Operation.PREVIEW.value, Operation.DRIFT.value)
+                    if o.operation in (Operation.PREVIEW, Operation.DRIFT)
                     else {}
                 ),
             },

@@ -22,6 +22,8 @@ from stackflow.notifications import (
     SYNC_REFUSED,
     payload_text,
 )
+from stackflow.outcome import Status
+from stackflow.status.history import RunResult
 
 if TYPE_CHECKING:
     from flows.approval import Decision
@@ -59,8 +61,8 @@ def run_started(
 def run_ended(settings: Settings, summary: PipelineSummary) -> None:
     """A run ended (published): one event if it failed or found drift, and for a run that
     changes things, how it ended in the log."""
-    failed = [o.node for o in summary.outcomes if o.status == "failed"]
-    drifted = [o.node for o in summary.outcomes if o.status == "drift"]
+    failed = [o.node for o in summary.outcomes if o.status is Status.FAILED]
+    drifted = [o.node for o in summary.outcomes if o.status is Status.DRIFT]
     common = {
         "operation": summary.operation,
         "target": summary.target,
@@ -76,7 +78,13 @@ def run_ended(settings: Settings, summary: PipelineSummary) -> None:
         emit_environment_event(DRIFT_FOUND, summary.environment, {**common, "stacks": drifted})
     if Operation(summary.operation) not in CHANGING:
         return
-    result = "failed" if summary.failed else "stopped" if summary.stopped else "succeeded"
+    result = (
+        RunResult.FAILED
+        if summary.failed
+        else RunResult.STOPPED
+        if summary.stopped
+        else RunResult.SUCCEEDED
+    )
     record(
         settings,
         Action.RUN_FINISHED,
@@ -84,9 +92,9 @@ def run_ended(settings: Settings, summary: PipelineSummary) -> None:
         commit=summary.commit,
         details={
             "operation": summary.operation,
-            "result": result,
+            "result": result.value,
             "why": summary.failed or summary.stopped or "",
-            "stacks": {o.node: o.status for o in summary.outcomes},
+            "stacks": {o.node: o.status.value for o in summary.outcomes},
             "ui_url": summary.ui_url,
         },
     )

@@ -25,6 +25,7 @@ from stackflow.errors import (
 )
 from stackflow.graphs import graph_of
 from stackflow.migrator.errors import MigrationPlanChanged
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
 from stackflow.records import Records
@@ -34,7 +35,7 @@ from stackflow.retry import stack_policy
 from stackflow.secretbox import state_passphrase
 from stackflow.settings import Settings
 from tasks.approved import Gate
-from tasks.context import RunContext, StackOutcome
+from tasks.context import RunContext
 from tasks.early import UpstreamStopped
 
 
@@ -70,7 +71,7 @@ def build_context(
 class Walk:
     """What one walk over the graph did: an outcome per node, and why it stopped early."""
 
-    outcomes: list[StackOutcome] = field(default_factory=list)
+    outcomes: list[NodeOutcome] = field(default_factory=list)
     failed: str | None = None  # the first failure, naming its node
     invalidated: str = ""  # an approved plan no longer matched (ask again)
     interrupted: bool = False
@@ -95,8 +96,8 @@ def walk_graph(
     if operation is Operation.UP and plan is None and plan_dir is None:
         # what a stack that runs may create ahead of time downstream of it (tasks.stacks)
         ctx.ahead = {n for n in nodes if graph[n].kind is NodeKind.STACK and graph[n].upstream}
-    futures: dict[str, PrefectFuture[StackOutcome]] = {}
-    known: dict[str, StackOutcome] = {}
+    futures: dict[str, PrefectFuture[NodeOutcome]] = {}
+    known: dict[str, NodeOutcome] = {}
     forward = operation is not Operation.DESTROY
     for name in nodes if forward else nodes[::-1]:
         node = graph[name]
@@ -117,7 +118,7 @@ def walk_graph(
                 if up in futures:
                     deps[up] = futures[up]
                 elif graph[up].kind is NodeKind.STACK:
-                    known.setdefault(up, ctx.stored_outcome(up))
+                    known.setdefault(up, ctx.stored_outcome(up, operation))
                     deps[up] = known[up]
             if node.kind is NodeKind.STEP:
                 futures[name] = task.submit(ctx, name, deps, plan=plan)
@@ -145,67 +146,54 @@ def walk_graph(
 
     walk = Walk()
     for name in nodes:
-        future = futures[name]
-        try:
-            walk.outcomes.append(future.result())
-            continue
-        except (PlanChanged, MigrationPlanChanged) as exc:
-            reason = ctx.redactor(str(exc))
-            walk.invalidated = walk.invalidated or reason
-            walk.outcomes.append(StackOutcome(name, operation.value, "stopped", note=reason))
-            continue
-        except UpstreamStopped as exc:
-            # started beside an upstream node that did not complete (tasks.early)
-            walk.outcomes.append(
-                StackOutcome(name, operation.value, "stopped", note=ctx.redactor(exc.reason))
-            )
-            continue
-        except OperationCancelled as exc:
-            walk.interrupted = True
-            started = not exc.reason.startswith("not started")
-            note = (
-                ctx.redactor(exc.reason.split("; ", 1)[0])  # a stall: what bound it hit
-                if exc.reason.startswith("stopped: ")
-                else "interrupted: Pulumi cancelled the update after the operations in flight"
-                if started
-                else "the run was interrupted first"
-            )
-            status = "cancelled" if started else "not run"
-            walk.outcomes.append(StackOutcome(name, operation.value, status, note=note))
-            continue
-        except StackError as exc:
-            walk.failed = walk.failed or ctx.redactor(str(exc))
-            walk.outcomes.append(
-                StackOutcome(
-                    name,
-                    operation.value,
-                    "failed",
-                    note=ctx.redactor(exc.reason),
-                    retries=list(ctx.retries.get(name, [])),
-                    healed=ctx.healed.get(name, ""),
-                    violations=exc.violations if isinstance(exc, PolicyViolated) else (),
-                )
-            )
-            continue
-        except Exception as exc:
-            upstream_failed = isinstance(exc, UpstreamTaskError) or (
-                future.state.is_pending() and future.state.name == "NotReady"
-            )
-            if upstream_failed or walk.failed or walk.invalidated or walk.interrupted:
-                why = (
-                    "the run was interrupted first"
-                    if walk.interrupted or ctx.progress.cancelled
-                    else "an upstream node did not complete"
-                )
-                ctx.publish(name, NodeState.NOT_RUN, detail=why)
-                walk.outcomes.append(StackOutcome(name, operation.value, "not run", note=why))
-                continue
-            reason = ctx.redactor(describe(exc))
-            walk.failed = f"{name}: {reason}"
-            walk.outcomes.append(StackOutcome(name, operation.value, "failed", note=reason))
+        walk.outcomes.append(_collect(ctx, walk, name, operation, futures[name]))
     if ctx.progress.cancelled:
         walk.interrupted = True
     return walk
+
+
+def _collect(
+    ctx: RunContext, walk: Walk, name: str, operation: Operation, future: PrefectFuture[NodeOutcome]
+) -> NodeOutcome:
+    """A node's outcome: its task's, or how it ended without one (what `walk` records why)."""
+    try:
+        return future.result()
+    except (PlanChanged, MigrationPlanChanged) as exc:
+        reason = ctx.redactor(str(exc))
+        walk.invalidated = walk.invalidated or reason
+        return ctx.ended(name, operation, Status.STOPPED, reason)
+    except UpstreamStopped as exc:
+        # started beside an upstream node that did not complete (tasks.early)
+        return ctx.ended(name, operation, Status.STOPPED, ctx.redactor(exc.reason))
+    except OperationCancelled as exc:
+        walk.interrupted = True
+        if exc.reason.startswith("not started"):
+            return ctx.ended(name, operation, Status.NOT_RUN, "the run was interrupted first")
+        note = (
+            ctx.redactor(exc.reason.split("; ", 1)[0])  # a stall: what bound it hit
+            if exc.reason.startswith("stopped: ")
+            else "interrupted: Pulumi cancelled the update after the operations in flight"
+        )
+        return ctx.ended(name, operation, Status.CANCELLED, note)
+    except StackError as exc:
+        walk.failed = walk.failed or ctx.redactor(str(exc))
+        found = exc.violations if isinstance(exc, PolicyViolated) else ()
+        return ctx.ended(name, operation, Status.FAILED, ctx.redactor(exc.reason), found)
+    except Exception as exc:
+        upstream_failed = isinstance(exc, UpstreamTaskError) or (
+            future.state.is_pending() and future.state.name == "NotReady"
+        )
+        if upstream_failed or walk.failed or walk.invalidated or walk.interrupted:
+            why = (
+                "the run was interrupted first"
+                if walk.interrupted or ctx.progress.cancelled
+                else "an upstream node did not complete"
+            )
+            ctx.publish(name, NodeState.NOT_RUN, detail=why)
+            return ctx.ended(name, operation, Status.NOT_RUN, why)
+        reason = ctx.redactor(describe(exc))
+        walk.failed = f"{name}: {reason}"
+        return ctx.ended(name, operation, Status.FAILED, reason)
 
 
 def describe(exc: BaseException) -> str:

@@ -6,12 +6,17 @@ the backend: a drift found on one worker makes the next `up` on any worker run t
 from __future__ import annotations
 
 import time
+from enum import StrEnum
 
 from stackflow.engine.base import StackSpec
 from stackflow.records import DamagedRecord, Records
 
-DRIFTED = "drifted"  # refresh first, then update
-REFRESHED = "refreshed"  # the state holds the cloud's values: update
+
+class DriftMark(StrEnum):
+    """Why a stack's next up may not be skipped; the value is what its record keeps."""
+
+    DRIFTED = "drifted"  # refresh first, then update
+    REFRESHED = "refreshed"  # the state holds the cloud's values: update
 
 
 class DriftMarks:
@@ -28,16 +33,21 @@ class DriftMarks:
     def _key(self, spec: StackSpec) -> str:
         return f"drift/{self.scope}/{spec.pulumi_project}/{spec.environment}"
 
-    def mark(self, spec: StackSpec, why: str = DRIFTED) -> None:
+    def mark(self, spec: StackSpec, why: DriftMark = DriftMark.DRIFTED) -> None:
         self.records.put(self._key(spec), {"found": time.time(), "why": why}, expect_version=None)
 
-    def marked(self, spec: StackSpec) -> str | None:
-        """Why the stack's next up must run (DRIFTED or REFRESHED), or None."""
+    def marked(self, spec: StackSpec) -> DriftMark | None:
+        """Why the stack's next up must run, or None."""
         try:
             found = self.records.get(self._key(spec))
         except DamagedRecord:
-            return DRIFTED  # a damaged mark errs on the side of running
-        return None if found is None else str(found.value.get("why", DRIFTED))
+            return DriftMark.DRIFTED  # a damaged mark errs on the side of running
+        if found is None:
+            return None
+        try:
+            return DriftMark(found.value.get("why", DriftMark.DRIFTED))
+        except ValueError:  # a word this version does not know errs on the side of running too
+            return DriftMark.DRIFTED
 
     def clear(self, spec: StackSpec) -> None:
         self.records.delete(self._key(spec), expect_version=None)

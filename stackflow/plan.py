@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,20 @@ _SIGN = {"create": "+", "update": "~", "replace": "+-", "delete": "-"}
 STATEMENTS_SHOWN = 20  # per file, in the artifact and on the terminal; a dry run shows them all
 
 
+class PlanStatus(StrEnum):
+    """What the plan says of one stack (the value is what the plan's pages show)."""
+
+    CHANGES = "changes"  # the preview found some
+    NO_CHANGES = "no changes"  # it found none
+    UNCHANGED = "unchanged"  # skipped by fingerprint: the inputs of its last successful up
+
+
 @dataclass(frozen=True)
 class StackPlan:
-    """One stack in the plan.
-
-    `status`: "changes" (the preview found some), "no changes" (it found none) or "unchanged"
-    (skipped by fingerprint: its inputs are those of its last successful up, nothing previewed).
-    """
+    """One stack in the plan."""
 
     node: str
-    status: str
+    status: PlanStatus
     changes: ChangeCounts = field(default_factory=ChangeCounts)
     resources: tuple[ResourceChange, ...] = ()
     plan_file: Path | None = None  # Pulumi's update plan, saved by the preview
@@ -163,7 +168,7 @@ class DeployPlan:
             counts = (
                 f"{c.create} to create, {c.update} to update, {c.replace} to replace, "
                 f"{c.delete} to delete"
-                if s.status == "changes"
+                if s.status is PlanStatus.CHANGES
                 else s.status
             )
             out.append(

@@ -20,6 +20,8 @@ from enum import StrEnum
 from typing import Any
 
 from stackflow.engine.base import ChangeCounts
+from stackflow.engine.events import ResourceStatus
+from stackflow.outcome import Status
 
 
 class NodeState(StrEnum):
@@ -60,7 +62,7 @@ class NodeChanged:
     node: str
     state: NodeState
     detail: str = ""
-    status: str = ""  # the summary's word for a final state: updated, unchanged, migrated, ...
+    status: Status | None = None  # a final state's: how the node ended (updated, unchanged, ...)
     changes: ChangeCounts | None = None
     attempt: int = 1  # the attempt this is about (1 = the first)
     next_attempt_at: float | None = None  # RETRYING: when the next attempt starts (time.time())
@@ -85,7 +87,7 @@ class ResourceProgress:
     type: str
     name: str
     change: str  # create, update, replace, delete, same, refresh
-    status: str  # started, done, failed
+    status: ResourceStatus
 
 
 @dataclass(frozen=True)

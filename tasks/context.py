@@ -1,21 +1,19 @@
-"""What every task of one pipeline run shares (`RunContext`), and what a node's task returns
-(`StackOutcome`)."""
+"""What every task of one pipeline run shares (`RunContext`); a node's task returns its
+`stackflow.outcome.NodeOutcome`."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from stackflow.dag import Projection, StackGraph, parse_outputs, user_outputs
+from stackflow.dag import StackGraph, parse_outputs, user_outputs
 from stackflow.drift import DriftMarks
-from stackflow.engine import Engine, Operation, OutputValue
-from stackflow.engine.base import ChangeCounts, ResourceChange
+from stackflow.engine import Engine, Operation
+from stackflow.engine.base import ChangeCounts
 from stackflow.errors import OperationCancelled
+from stackflow.outcome import ChangeTally, NodeOutcome, Status, UpResult
 from stackflow.policy.violation import Violation
 from stackflow.progress import NodeChanged, NodeState, ProgressHub, hub
 from stackflow.records import Records
@@ -49,9 +47,11 @@ class RunContext:
     # Stacks of this walk not created yet that a stack running upstream of them may create
     # ahead of their turn (`prepare_ahead`); empty: none (a gated up, a preview).
     ahead: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # ahead, _begun
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # ahead, per stack
     # Per stack: set at the first resource event of its operation in this run (`begun`).
     _begun: dict[str, threading.Event] = field(default_factory=dict, repr=False)
+    # Per stack: what its operation changed in this run, attempts included (`made`).
+    _made: dict[str, ChangeTally] = field(default_factory=dict, repr=False)
 
     def publish(self, node: str, state: NodeState, **details: Any) -> None:
         """Tell the live view (if one watches) that `node` moved to `state`."""
@@ -92,8 +92,39 @@ class RunContext:
 
         threading.Thread(target=prepare, name=f"prepare-after-{node}", daemon=True).start()
 
-    def stored_outcome(self, node: str) -> StackOutcome:
-        """A stack outside the targets: its outputs are read from state, not redeployed.
+    def made(self, node: str) -> ChangeTally:
+        """What the stack's operation has changed in this run so far, counted as its resources
+        finish: what an outcome that ended part-way reports."""
+        with self._lock:
+            return self._made.setdefault(node, ChangeTally())
+
+    def ended(
+        self,
+        node: str,
+        operation: Operation,
+        status: Status,
+        note: str,
+        violations: tuple[Violation, ...] = (),
+    ) -> NodeOutcome:
+        """The outcome of a node that did not complete (`status`): what it changed before it
+        ended, its retries, what it cleared that an interrupted operation left, and the policy
+        violations that stopped it."""
+        with self._lock:
+            tally = self._made.get(node)
+        return NodeOutcome(
+            node,
+            operation,
+            status,
+            tally.counts() if tally is not None else ChangeCounts(),
+            note=note,
+            retries=tuple(self.retries.get(node, ())),
+            healed=self.healed.get(node, ""),
+            violations=violations,
+        )
+
+    def stored_outcome(self, node: str, operation: Operation) -> NodeOutcome:
+        """A stack outside the targets of an `operation`: its outputs are read from state, not
+        redeployed.
 
         Raises:
             MissingOutputError: the stack is not deployed (its outputs lack what is needed).
@@ -103,13 +134,12 @@ class RunContext:
             if value.secret and isinstance(value.value, str):
                 self.redactor.add(value.value)
         typed = parse_outputs(self.graph[node], outputs)
-        return StackOutcome(
+        return NodeOutcome(
             node,
-            "read",
-            "read",
-            outputs=outputs,
-            typed=typed,
+            operation,
+            Status.READ,
             note="outputs read from state (not targeted)",
+            result=UpResult(outputs, typed),
         )
 
     def check_not_cancelled(self, node: str) -> None:
@@ -119,38 +149,3 @@ class RunContext:
             raise OperationCancelled(
                 f"{self.settings.environment}/{node}", "not started: the run was interrupted"
             )
-
-
-@dataclass
-class StackOutcome:
-    """What happened to one node in a run."""
-
-    node: str
-    operation: str
-    status: (
-        str  # updated, unchanged, previewed, refreshed, destroyed, drift, no-drift, skipped, read
-    )
-    changes: ChangeCounts = field(default_factory=ChangeCounts)
-    duration_s: float = 0.0
-    outputs: dict[str, OutputValue] = field(default_factory=dict)
-    typed: BaseModel | None = None
-    note: str = ""
-    placeholder: bool = False  # outputs stand in for a stack that is not deployed yet
-    projected: Projection | None = None  # a preview: the outputs its update would leave
-    resources: tuple[ResourceChange, ...] = ()  # per resource: what a preview would change,
-    # or what drift found
-    retries: list[str] = field(default_factory=list)  # the reason of each retried attempt
-    healed: str = ""  # what this run cleared that an interrupted operation left behind
-    fingerprint: str = ""  # the stack's inputs (up, and a gated plan's previews)
-    plan_file: Path | None = None  # the update plan a gated plan's preview saved
-    violations: tuple[Violation, ...] = ()  # what the policy packs reported (see stackflow.policy)
-
-    def shown_outputs(self) -> dict[str, Any]:
-        return {k: v.shown() for k, v in self.outputs.items()}
-
-    def read_by(self, operation: Operation) -> BaseModel | None:
-        """The outputs a downstream stack's `operation` reads: a preview reads what this stack's
-        preview projects (its update's new values, or unknown), an up what is deployed."""
-        if operation is Operation.PREVIEW and self.projected is not None:
-            return self.projected.outputs
-        return self.typed

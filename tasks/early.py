@@ -32,9 +32,10 @@ from stackflow.engine.base import OutputValue, StackSpec
 from stackflow.engine.envelope import is_secret
 from stackflow.errors import StackError
 from stackflow.later import LaterValueUsed, late_program, placeholders
-from tasks.context import RunContext, StackOutcome
+from stackflow.outcome import NodeOutcome
+from tasks.context import RunContext
 
-EarlyUpstream = Mapping[str, PrefectFuture[StackOutcome]]
+EarlyUpstream = Mapping[str, PrefectFuture[NodeOutcome]]
 """The futures of the upstream nodes a stack may start before, by node name."""
 
 
@@ -47,13 +48,13 @@ STOPPED = "what reads its outputs was not created or changed"
 """What an early start did when an upstream it started before did not complete."""
 
 
-def wait(early: EarlyUpstream) -> dict[str, StackOutcome]:
+def wait(early: EarlyUpstream) -> dict[str, NodeOutcome]:
     """Their outcomes, once every one has ended (a stack that did not start early).
 
     Raises:
         UpstreamTaskError: one of them did not complete (the walk says "not run").
     """
-    outcomes: dict[str, StackOutcome] = {}
+    outcomes: dict[str, NodeOutcome] = {}
     for name, future in early.items():
         try:
             outcomes[name] = future.result()

@@ -23,6 +23,7 @@ from prefect.logging import get_run_logger
 from prefect.tasks import Task
 
 from programs.database import DatabaseOutputs
+from stackflow.engine import Operation
 from stackflow.errors import MissingOutputError, OperationCancelled
 from stackflow.migrator.apply import AppliedMigration, MigrateReport
 from stackflow.migrator.command import migrate
@@ -36,12 +37,13 @@ from stackflow.migrator.errors import (
 from stackflow.migrator.files import load_migrations
 from stackflow.migrator.plan import MigrationPlanReport, offline_plan, pending_plan
 from stackflow.migrator.target import MysqlTarget
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.retry import migration_policy
 from stackflow.settings import MigrationSettings, Settings
 from stackflow.status.records import record_migrations
-from tasks.context import RunContext, StackOutcome
+from tasks.context import RunContext
 
 
 def retry_if_transient_database(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -194,7 +196,7 @@ def run_migrations(
     return report
 
 
-def _database(upstream: Mapping[str, StackOutcome]) -> StackOutcome | None:
+def _database(upstream: Mapping[str, NodeOutcome]) -> NodeOutcome | None:
     """The upstream stack whose outputs are a database's (the step reads it by type, not name)."""
     return next((o for o in upstream.values() if isinstance(o.typed, DatabaseOutputs)), None)
 
@@ -203,9 +205,9 @@ def _database(upstream: Mapping[str, StackOutcome]) -> StackOutcome | None:
 def migrate_step(
     ctx: RunContext,
     node: str,
-    upstream: dict[str, StackOutcome],
+    upstream: dict[str, NodeOutcome],
     plan: DeployPlan | None = None,
-) -> StackOutcome:
+) -> NodeOutcome:
     """Bring the database schema to the latest version (a nested task with its own retries).
 
     `plan`: what an approval covered; its migration files (key -> checksum) are the only ones
@@ -216,8 +218,9 @@ def migrate_step(
     started = time.monotonic()
     database = _database(upstream)
     if database is None or database.placeholder:
-        ctx.publish(node, NodeState.SKIPPED, status="skipped", detail="database not deployed")
-        return StackOutcome(node, "migrate", "skipped", note="database not deployed yet (preview)")
+        ctx.publish(node, NodeState.SKIPPED, status=Status.SKIPPED, detail="database not deployed")
+        note = "database not deployed yet (preview)"
+        return NodeOutcome(node, Operation.UP, Status.SKIPPED, note=note)
     assert isinstance(database.typed, DatabaseOutputs)
     target = MysqlTarget.from_outputs(database.typed)
     ctx.publish(node, NodeState.RUNNING)
@@ -247,9 +250,10 @@ def migrate_step(
         version = None if report.version is None else report.version.number_or_text
         record_migrations(ctx.records, settings.environment, version, applied, ctx.commit)
     note = f"{applied} applied, {report.already_applied} already applied"
-    status = "migrated" if applied else "unchanged"
+    status = Status.MIGRATED if applied else Status.UNCHANGED
     ctx.publish(node, NodeState.DONE, status=status, detail=note)
-    return StackOutcome(node, "migrate", status, duration_s=time.monotonic() - started, note=note)
+    took = time.monotonic() - started
+    return NodeOutcome(node, Operation.UP, status, duration_s=took, note=note)
 
 
 def check_migration_files(settings: Settings) -> None:
@@ -262,7 +266,7 @@ def check_migration_files(settings: Settings) -> None:
     load_migrations(settings.migrations.dir)
 
 
-def migration_plan(ctx: RunContext, upstream: Mapping[str, StackOutcome]) -> MigrationPlanReport:
+def migration_plan(ctx: RunContext, upstream: Mapping[str, NodeOutcome]) -> MigrationPlanReport:
     """The pending migrations as an approval or a preview shows them: read from the environment's
     database (read-only, nothing created), or every file when it is not deployed yet.
 
@@ -274,7 +278,7 @@ def migration_plan(ctx: RunContext, upstream: Mapping[str, StackOutcome]) -> Mig
     if database is None:  # not targeted: its outputs come from state
         stack = next((n for n in ctx.graph.stacks if ctx.graph[n].outputs is DatabaseOutputs), None)
         try:
-            database = ctx.stored_outcome(stack) if stack else None
+            database = ctx.stored_outcome(stack, Operation.PREVIEW) if stack else None
         except MissingOutputError:  # not deployed yet
             database = None
     db = database.typed if database is not None else None

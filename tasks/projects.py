@@ -21,8 +21,9 @@ from pydantic import BaseModel, SecretStr
 from programs.common import UNKNOWN
 from stackflow.dag import Node, Projection, Untyped
 from stackflow.engine import Operation
+from stackflow.outcome import NodeOutcome, PreviewResult, Status
 from stackflow.progress import NodeState
-from tasks.context import RunContext, StackOutcome
+from tasks.context import RunContext
 
 NOT_PROJECTED = "upstream changes not projected"
 
@@ -37,7 +38,7 @@ class ProjectRead:
     absent: tuple[str, ...] = ()  # upstream stacks not deployed yet: nothing to preview against
 
 
-def project_read(upstream: Mapping[str, StackOutcome], operation: Operation) -> ProjectRead:
+def project_read(upstream: Mapping[str, NodeOutcome], operation: Operation) -> ProjectRead:
     """What a project node's `operation` reads from its upstream outcomes (steps hand on none):
     the outputs deployed now, also for a preview (see the module)."""
     outputs: dict[str, BaseModel] = {}
@@ -55,8 +56,9 @@ def project_read(upstream: Mapping[str, StackOutcome], operation: Operation) -> 
         secrets += [
             v.get_secret_value() for v in dict(outcome.typed).values() if isinstance(v, SecretStr)
         ]
-        if operation is Operation.PREVIEW and outcome.projected and outcome.projected.moves:
-            moving.append(f"{name}: {outcome.projected.describe()}")
+        found = outcome.result
+        if operation is Operation.PREVIEW and isinstance(found, PreviewResult) and found.moves:
+            moving.append(f"{name}: {found.moves}")
     note = (
         f"{NOT_PROJECTED} ({'; '.join(moving)}): it shows the values deployed now, and is "
         "previewed again once they are applied"
@@ -66,25 +68,19 @@ def project_read(upstream: Mapping[str, StackOutcome], operation: Operation) -> 
     return ProjectRead(outputs, tuple(secrets), note, tuple(absent))
 
 
-def not_previewable(ctx: RunContext, node: Node, read: ProjectRead) -> StackOutcome:
-    """The outcome of a project node's preview before its upstream stacks exist: no engine call,
-    its outputs unknown to the previews downstream of it."""
-    waits = ", ".join(read.absent)
+def not_previewable(ctx: RunContext, node: Node, absent: tuple[str, ...]) -> NodeOutcome:
+    """The outcome of a project node's preview before its upstream stacks (`absent`) exist: no
+    engine call, its outputs unknown to the previews downstream of it."""
+    waits = ", ".join(absent)
     note = (
-        f"not previewable until {waits} {'is' if len(read.absent) == 1 else 'are'} deployed: a "
+        f"not previewable until {waits} {'is' if len(absent) == 1 else 'are'} deployed: a "
         "project reads its upstream outputs as config and through StackReferences, which hold "
         "deployed values only; it is previewed once they are applied"
     )
-    ctx.publish(node.name, NodeState.DONE, status="previewed", detail=note)
+    ctx.publish(node.name, NodeState.DONE, status=Status.PREVIEWED, detail=note)
     model = node.outputs if node.outputs is not None else Untyped
     values: dict[str, Any] = {name: UNKNOWN for name in model.model_fields}
     unknown = model.model_construct(None, **values)
-    return StackOutcome(
-        node.name,
-        Operation.PREVIEW.value,
-        "previewed",
-        note=note,
-        placeholder=True,
-        typed=unknown,
-        projected=Projection(unknown, unknown=tuple(model.model_fields)),
-    )
+    moves = Projection(unknown, unknown=tuple(model.model_fields)).describe()
+    found = PreviewResult((), unknown, moves=moves)  # not deployed: a placeholder
+    return NodeOutcome(node.name, Operation.PREVIEW, Status.PREVIEWED, note=note, result=found)

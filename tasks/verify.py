@@ -13,13 +13,15 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from programs.app import AppOutputs
+from stackflow.engine import Operation
 from stackflow.errors import StackError, TransientStackError
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
 from stackflow.records import RecordsError
 from stackflow.retry import health_policy
 from stackflow.status.history import record_health
-from tasks.context import RunContext, StackOutcome
+from tasks.context import RunContext
 
 
 class HealthCheckFailed(TransientStackError):
@@ -62,9 +64,9 @@ def check_url(url: str) -> None:
 def verify_step(
     ctx: RunContext,
     node: str,
-    upstream: dict[str, StackOutcome],
+    upstream: dict[str, NodeOutcome],
     plan: DeployPlan | None = None,
-) -> StackOutcome:
+) -> NodeOutcome:
     """Poll the app's health URL until it answers healthy (retrying while it starts)."""
     ctx.check_not_cancelled(node)
     app = _app(upstream)
@@ -81,8 +83,9 @@ def verify_step(
         raise
     note = f"{app.url}{path} answered {status}"
     _record_health(ctx, app.url, path, True, status, note)
-    ctx.publish(node, NodeState.DONE, status="healthy", detail=note)
-    return StackOutcome(node, "verify", "healthy", duration_s=time.monotonic() - started, note=note)
+    ctx.publish(node, NodeState.DONE, status=Status.HEALTHY, detail=note)
+    took = time.monotonic() - started
+    return NodeOutcome(node, Operation.UP, Status.HEALTHY, duration_s=took, note=note)
 
 
 def _record_health(
@@ -108,7 +111,7 @@ def _record_health(
         )
 
 
-def _app(upstream: Mapping[str, StackOutcome]) -> AppOutputs:
+def _app(upstream: Mapping[str, NodeOutcome]) -> AppOutputs:
     """The upstream stack whose outputs are an app's (read by type, not name)."""
     for outcome in upstream.values():
         if isinstance(outcome.typed, AppOutputs):

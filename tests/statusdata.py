@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stackflow.engine.base import Operation, OutputValue
 from stackflow.gitops import sync
+from stackflow.outcome import NodeOutcome, Status, UpResult
 from stackflow.records import Records, open_records
 from stackflow.records.environments import record_attempt, record_outcome
 from stackflow.settings import get_settings
-from stackflow.status.history import NodeResult, RunEntry, record_health, record_history
-from stackflow.status.records import Outcome, record_migrations, record_outcomes
+from stackflow.status.history import RunEntry, RunResult, record_health, record_history
+from stackflow.status.records import record_migrations, record_outcomes
 from tests.realenv import declare
 from tests.realenv import test_project as make_project
 
@@ -34,12 +36,18 @@ def _environment(records: Records, tmp_path: Path, name: str, **sections: Any) -
     record_outcome(records, settings, succeeded=True)
 
 
+def _updated(stack: str, outputs: dict[str, Any]) -> NodeOutcome:
+    """A stack's up that changed it, holding `outputs` ("[secret]": a secret one)."""
+    held = {k: OutputValue(v, secret=v == "[secret]") for k, v in outputs.items()}
+    return NodeOutcome(stack, Operation.UP, Status.UPDATED, result=UpResult(held, None))
+
+
 def _deploy(records: Records, env: str, commit: str, run: str, outputs: dict[str, Any]) -> None:
     """What an up that deployed every stack and passed its verify leaves."""
-    record_outcomes(records, env, [Outcome(s, "up", "updated") for s in STACKS], commit, run)
-    nodes = [NodeResult(s, "up", "updated", "", outputs.get(s, {})) for s in STACKS]
-    nodes.append(NodeResult("verify", "up", "healthy", "answered 200"))
-    entry = RunEntry(run, "up", "succeeded", commit, f"{UI}/runs/flow-run/{run}")
+    nodes = [_updated(s, outputs.get(s, {})) for s in STACKS]
+    record_outcomes(records, env, nodes, commit, run)
+    nodes.append(NodeOutcome("verify", Operation.UP, Status.HEALTHY, note="answered 200"))
+    entry = RunEntry(run, Operation.UP, RunResult.SUCCEEDED, commit, f"{UI}/runs/flow-run/{run}")
     record_history(records, env, entry, nodes, STACKS)
 
 
@@ -65,17 +73,17 @@ def build_records(tmp_path: Path) -> Records:
         decided = sync.read(store, "staging-a")
         assert sync.begin(store, "staging-a", REFUSED, {"sync_run": None}, decided)
         sync.finish(store, "staging-a", REFUSED, sync.Result.REFUSED, REASON, 60)
-    record_outcomes(store, "staging-a", [Outcome("app", "drift", "drift")], DEPLOYED, "run-2")
-    entry = RunEntry("run-2", "drift", "drift", DEPLOYED)
-    record_history(store, "staging-a", entry, [NodeResult(s, "drift", "no-drift") for s in STACKS[:2]] + [NodeResult("app", "drift", "drift")], STACKS)  # fmt: skip
+    drift = NodeOutcome("app", Operation.DRIFT, Status.DRIFT)
+    record_outcomes(store, "staging-a", [drift], DEPLOYED, "run-2")
+    entry = RunEntry("run-2", Operation.DRIFT, RunResult.DRIFT, DEPLOYED)
+    none = [NodeOutcome(s, Operation.DRIFT, Status.NO_DRIFT) for s in STACKS[:2]]
+    record_history(store, "staging-a", entry, [*none, drift], STACKS)
 
     _deploy(store, "pr-7", "c" * 40, "run-3", {})
-    failed = [Outcome("app", "up", "failed", "ECS said no")]
+    failed = [NodeOutcome("app", Operation.UP, Status.FAILED, note="ECS said no")]
     record_outcomes(store, "pr-7", failed, "d" * 40, "run-4")
-    record_history(
-        store, "pr-7", RunEntry("run-4", "up", "failed", "d" * 40, message="app: ECS said no"),
-        [NodeResult("app", "up", "failed", "ECS said no")], STACKS,
-    )  # fmt: skip
+    ended = RunEntry("run-4", Operation.UP, RunResult.FAILED, "d" * 40, message="app: ECS said no")
+    record_history(store, "pr-7", ended, failed, STACKS)
     record_health(
         store, "pr-7", url="http://pr-7.example", path="/health", healthy=False, answer=503,
         detail="http://pr-7.example/health answered 503", commit="c" * 40, run="run-3",

@@ -151,6 +151,8 @@ def _supervised(rehearsal: Any, engine: Any, listener: Any, view: Any) -> tuple[
 
 def summary_of(outcome: Any, operation: str, redactor: Any) -> dict[str, Any]:
     """The run's summary in the shape every command prints (secrets masked)."""
+    from stackflow.rehearse import Action
+
     rehearsal = outcome.rehearsal
     error = outcome.error
     last = outcome.results[-1] if outcome.results else None
@@ -172,7 +174,7 @@ def summary_of(outcome: Any, operation: str, redactor: Any) -> dict[str, Any]:
             {
                 "stack": rehearsal.project.name,
                 "operation": outcome.calls[-1].value if outcome.calls else rehearsal.action.value,
-                "status": outcome.status,
+                "status": outcome.status.value if outcome.status is not None else None,
                 "changes": outcome.changes.as_dict(),
                 "duration_s": round(sum(r.duration_s for r in outcome.results), 3),
                 "outputs": shown_outputs(outcome.outputs, redactor),
@@ -180,7 +182,7 @@ def summary_of(outcome: Any, operation: str, redactor: Any) -> dict[str, Any]:
                 "retries": [],
                 "healed": None,
                 "resources": [r.as_dict() for r in last.resource_changes]
-                if last is not None and rehearsal.action.value == "preview"
+                if last is not None and rehearsal.action is Action.PREVIEW
                 else [],
             }
         ],
@@ -218,6 +220,7 @@ def _report(
 ) -> int:
     from cli.report import fail, print_summary
     from stackflow.errors import UnservedTypes
+    from stackflow.outcome import Status
 
     summary = summary_of(outcome, operation, redactor)
     print_summary(summary, args.json)
@@ -232,7 +235,7 @@ def _report(
     if error is None:
         return exits.OK
     log_hint = f"the full log is {log_file} (-v shows it as it comes)"
-    if outcome.status == "cancelled":
+    if outcome.status is Status.CANCELLED:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
         return fail(

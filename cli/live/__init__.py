@@ -13,7 +13,7 @@ from typing import TextIO
 
 from rich.console import Console
 
-from cli.live.board import Board, describe_changes
+from cli.live.board import Board
 from cli.live.logs import new_log_file, routed_logs
 from cli.live.plain import HEARTBEAT_S, PlainView
 from cli.live.terminal import LiveView
@@ -25,7 +25,6 @@ __all__ = [
     "LiveView",
     "PlainView",
     "View",
-    "describe_changes",
     "make_view",
     "new_log_file",
     "routed_logs",

@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from stackflow.engine.base import ChangeCounts
+from stackflow.engine.base import ChangeCounts, Operation
+from stackflow.engine.events import ResourceStatus
+from stackflow.outcome import Status, describe_changes
 from stackflow.progress import (
     FINAL_STATES,
     NodeChanged,
@@ -37,29 +39,13 @@ def _counted(resource_type: str) -> bool:
     return not resource_type.startswith(("pulumi:providers:", "pulumi:pulumi:Stack"))
 
 
-def describe_changes(changes: ChangeCounts | None, would: bool = False) -> str:
-    """`3 created, 1 updated` (`3 to create, 1 to update` for what a preview would do), or
-    `no changes`."""
-    if changes is None:
-        return ""
-    words = ("create", "update", "replace", "delete")
-    done = ("created", "updated", "replaced", "deleted")
-    counts = (changes.create, changes.update, changes.replace, changes.delete)
-    parts = [
-        f"{n} to {verb}" if would else f"{n} {past}"
-        for n, verb, past in zip(counts, words, done, strict=True)
-        if n
-    ]
-    return ", ".join(parts) or "no changes"
-
-
 @dataclass(frozen=True)
 class Row:
     """One node as the live view shows it."""
 
     name: str
     state: NodeState
-    word: str  # the state, or the final status ("updated", "unchanged")
+    word: str  # the state, or how it ended (its final status)
     clock: str  # how long it has run, "" before it starts
     note: str  # the last column: resources done, attempt, changes, detail
     current: str  # the resource operation in progress, under a running node
@@ -70,7 +56,7 @@ class _Node:
     state: NodeState = NodeState.WAITING
     started: float | None = None  # monotonic, when it first ran
     ended: float | None = None
-    status: str = ""
+    status: Status | None = None
     detail: str = ""
     changes: ChangeCounts | None = None
     attempt: int = 1
@@ -109,7 +95,7 @@ class Board:
             self.title = f"{event.operation} {event.environment}  [{event.target}]"
             self.flow_run_id = event.flow_run_id
             # the last word: `rehearse preview` only looks too
-            self.would = event.operation.split()[-1] in ("plan", "preview", "drift")
+            self.would = event.operation.split()[-1] in ("plan", Operation.PREVIEW, Operation.DRIFT)
             return [f"{self.title}: {', '.join(event.nodes)}"]
         if isinstance(event, ResourcesDeclared):
             node = self.nodes.setdefault(event.node, _Node())
@@ -117,12 +103,16 @@ class Board:
             return []
         if isinstance(event, ResourceProgress):
             node = self.nodes.setdefault(event.node, _Node())
-            if event.status == "started" and event.change in _VERB and _counted(event.type):
+            if (
+                event.status == ResourceStatus.STARTED
+                and event.change in _VERB
+                and _counted(event.type)
+            ):
                 label = f"{_VERB[event.change]} {event.type} {event.name}"
                 node.active[event.urn] = (label, time.monotonic())
-            elif event.status in ("done", "failed"):
+            elif event.status in (ResourceStatus.DONE, ResourceStatus.FAILED):
                 node.active.pop(event.urn, None)
-                if event.status == "done" and _counted(event.type):
+                if event.status == ResourceStatus.DONE and _counted(event.type):
                     node.finished.add(event.urn)
             return []
         if isinstance(event, NodeChanged):
@@ -171,11 +161,11 @@ class Board:
                 if node.changes is not None
                 else node.detail
             )
-            return f"{node.status or 'done'}" + (f" ({what})" if what else "") + took
+            return f"{node.status or state}" + (f" ({what})" if what else "") + took
         if state is NodeState.SKIPPED:
-            return f"{node.status or 'skipped'}" + (f": {node.detail}" if node.detail else "")
+            return f"{node.status or state}" + (f": {node.detail}" if node.detail else "")
         if state is NodeState.FAILED:
-            return f"failed{took}: {headline(node.detail)}"
+            return f"{state}{took}: {headline(node.detail)}"
         return f"{state.value}" + (f": {_short(node.detail)}" if node.detail else "")
 
     @staticmethod
@@ -227,7 +217,7 @@ class Board:
         return Row(
             name=name,
             state=state,
-            word=node.status if state in FINAL_STATES and node.status else state.value,
+            word=(node.status if state in FINAL_STATES and node.status else state).value,
             clock=elapsed(self._took(node)) if node.started is not None else "",
             note=_short(self._note(node), 100),
             current=self._current(node) if state is NodeState.RUNNING else "",

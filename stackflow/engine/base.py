@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from stackflow.engine.events import ResourceStatus
 from stackflow.engine.hosted import HostedProgram
 from stackflow.redact import MASK, Redactor
 
@@ -230,7 +231,7 @@ class ResourceEvent:
     type: str
     name: str
     change: str  # create, update, delete, replace, same, refresh
-    status: str  # started, done, failed
+    status: ResourceStatus
 
 
 @dataclass(frozen=True)

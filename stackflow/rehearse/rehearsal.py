@@ -34,6 +34,7 @@ from stackflow.errors import (
     UnservedTypes,
     stopped_at,
 )
+from stackflow.outcome import Status, completed
 from stackflow.progress import NodeChanged, NodeState, ResourceProgress, ResourcesDeclared, hub
 from stackflow.rehearse.config import project_config
 from stackflow.rehearse.dependencies import check_dependencies
@@ -125,7 +126,7 @@ class Outcome:
     rehearsal: Rehearsal
     results: list[OperationResult] = field(default_factory=list)
     calls: list[Operation] = field(default_factory=list)  # engine operations asked for, in order
-    status: str = ""  # updated, unchanged, previewed, destroyed, failed, cancelled
+    status: Status | None = None  # None until an operation ends
     error: StackError | None = None
     duration_s: float = 0.0
 
@@ -171,24 +172,25 @@ def run(rehearsal: Rehearsal, engine: Engine, listener: Listener) -> Outcome:
             if rehearsal.action is not Action.PREVIEW:
                 engine.recover(spec, listener)
             if rehearsal.action is Action.DESTROY:
-                step(Operation.DESTROY, "destroying")
+                gone = step(Operation.DESTROY, "destroying")
                 engine.remove(spec)
-                outcome.status = "destroyed"
+                outcome.status = completed(Operation.DESTROY, gone.changes)
             else:
                 preview = step(Operation.PREVIEW, f"previewing on the {target}")
-                outcome.status = "previewed"
+                outcome.status = completed(Operation.PREVIEW, preview.changes)
                 if rehearsal.action is Action.UP:
                     what = "updating" if preview.changes.changed else "updating (no changes)"
                     up = step(Operation.UP, what)
-                    outcome.status = "updated" if up.changes.changed else "unchanged"
+                    outcome.status = completed(Operation.UP, up.changes)
         except StackError as exc:
             outcome.error = exc
-            outcome.status = "cancelled" if isinstance(exc, OperationCancelled) else "failed"
+            cancelled = isinstance(exc, OperationCancelled)
+            outcome.status = Status.CANCELLED if cancelled else Status.FAILED
             if isinstance(exc, UnservedTypes):
                 _forget_if_empty(engine, spec)
     outcome.duration_s = time.monotonic() - started
     if outcome.error is not None:
-        final = NodeState.CANCELLED if outcome.status == "cancelled" else NodeState.FAILED
+        final = NodeState.CANCELLED if outcome.status is Status.CANCELLED else NodeState.FAILED
         publish(final, outcome.error.reason, status=outcome.status)
     else:
         publish(NodeState.DONE, status=outcome.status, changes=outcome.changes)

@@ -7,14 +7,15 @@ import time
 from typing import Any, Protocol
 
 from stackflow.gitops import sync
+from stackflow.status.condition import Condition
 
-WAITING = "waiting for approval"
+WAITING = "waiting for approval"  # a run's phase while its plan waits for a decision
 
 
 class Explained(Protocol):
     """What `why` reads of an environment's status (`report.EnvironmentStatus`)."""
 
-    condition: str
+    condition: Condition
     damaged: str
     run: dict[str, Any] | None
     health: dict[str, Any] | None
@@ -93,7 +94,7 @@ def why(e: Explained) -> str:
     if e.damaged:
         return e.damaged
     parts = []
-    if e.condition == "expired":
+    if e.condition is Condition.EXPIRED:
         parts.append("its TTL has passed: the cleanup destroys it")
     if e.run is not None:
         what = e.run.get("operation") or "?"
@@ -102,9 +103,9 @@ def why(e: Explained) -> str:
         else:
             parts.append(f"a run ({what}) is changing it")
     for s in e.stacks:
-        if s.condition == "failed":
+        if s.condition is Condition.FAILED:
             parts.append(f"{s.stack}: {s.operation} {s.status}" + (f": {s.note}" if s.note else ""))
-    drifted = [s.stack for s in e.stacks if s.condition == "drifted"]
+    drifted = [s.stack for s in e.stacks if s.condition is Condition.DRIFTED]
     if drifted:
         parts.append(f"its last drift check found drift in {', '.join(drifted)}")
     if e.health is not None and not e.health.get("healthy"):
@@ -113,10 +114,10 @@ def why(e: Explained) -> str:
         parts.append(f"behind {e.branch['name']}: {e.branch['why']}")
     if parts:
         return "; ".join(parts)
-    if e.condition == "ready":
+    if e.condition is Condition.READY:
         healthy = " (healthy)" if e.health is not None and e.health.get("healthy") else ""
         return f"deployed at {_short(e.commit)}{healthy}" if e.commit else f"deployed{healthy}"
-    if e.condition == "reconciling":
+    if e.condition is Condition.RECONCILING:
         return "a sync is deploying a new commit"
     return "no operation has deployed it yet"
 

@@ -15,16 +15,18 @@ be shown (`OutputValue.shown`), never its secret value.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from stackflow.engine.base import Operation
+from stackflow.outcome import NodeOutcome
 from stackflow.records import Records, update
-from stackflow.status.records import OK_STATUSES
+from stackflow.status.records import Result, result_of
 
 KEEP_RUNS = 20  # the runs an environment's page lists
-NOT_RAN = frozenset({"skipped", "not run", "read"})  # statuses of nodes that did nothing
-SETTLING = frozenset({"up", "refresh"})  # a success of these ends drift (as `status` says)
+SETTLING = frozenset({Operation.UP, Operation.REFRESH})  # a success of these ends drift
 
 
 def history_key(environment: str) -> str:
@@ -35,15 +37,13 @@ def health_key(environment: str) -> str:
     return f"health/{environment}"
 
 
-@dataclass(frozen=True)
-class NodeResult:
-    """One node's part in a run, as the history keeps it (outputs already masked)."""
+class RunResult(StrEnum):
+    """How a run ended, as its environment's history keeps it (the value is what pages show)."""
 
-    node: str
-    operation: str
-    status: str
-    note: str = ""
-    outputs: Mapping[str, Any] = field(default_factory=dict)
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DRIFT = "drift"  # a drift check that found some
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class RunEntry:
     """One run of an environment: what it did, how it ended, where to read it."""
 
     run: str | None
-    operation: str
-    result: str  # succeeded, failed, stopped, drift
+    operation: Operation
+    result: RunResult
     commit: str | None
     url: str | None = None  # the flow run's page in the Prefect UI
     message: str = ""  # why it failed or stopped
@@ -61,8 +61,8 @@ class RunEntry:
     def as_dict(self, at: float) -> dict[str, Any]:
         return {
             "run": self.run,
-            "operation": self.operation,
-            "result": self.result,
+            "operation": self.operation.value,
+            "result": self.result.value,
             "commit": self.commit,
             "url": self.url,
             "message": self.message[:500],
@@ -71,29 +71,22 @@ class RunEntry:
         }
 
 
-def _result(status: str) -> str | None:
-    """ok, drift or failed for a node that ran; None for one that did nothing."""
-    if status in NOT_RAN:
-        return None
-    return "ok" if status in OK_STATUSES else "drift" if status == "drift" else "failed"
-
-
 def record_history(
     records: Records,
     environment: str,
     entry: RunEntry,
-    nodes: Iterable[NodeResult],
+    outcomes: Iterable[NodeOutcome],
     stacks: Iterable[str],
 ) -> None:
     """After a run of `environment`: the run at the head of its history, each stack's failure,
-    what a drift check found (and since when), and the outputs each stack holds now.
+    what a drift check found (and since when), and the outputs each stack holds now (as they
+    may be shown: secrets masked).
 
     Args:
-        nodes: every node of the run (steps too); only `stacks` count for failures and drift.
+        outcomes: every node's in the run (steps too); only `stacks` count.
     """
     now = time.time()
-    shown = list(nodes)
-    wanted = set(stacks)
+    ran = [o for o in outcomes if o.status.ran and o.node in set(stacks)]
 
     def change(value: dict[str, Any] | None) -> dict[str, Any]:
         current = dict(value or {})
@@ -103,31 +96,29 @@ def record_history(
         since = dict(drift.get("since") or {})
         outputs = dict(current.get("outputs") or {})
         checked: list[str] = []
-        for n in shown:
-            result = _result(n.status)
-            if result is None or n.node not in wanted:
-                continue
-            if result == "failed":
-                failures[n.node] = {
+        for o in ran:
+            result = result_of(o.status)
+            if result is Result.FAILED:
+                failures[o.node] = {
                     "at": now,
-                    "operation": n.operation,
-                    "status": n.status,
-                    "note": n.note[:500],
+                    "operation": o.operation.value,
+                    "status": o.status.value,
+                    "note": o.note[:500],
                     "run": entry.run,
                     "commit": entry.commit,
                 }
-            if n.operation == "drift":
-                checked.append(n.node)
-                if result == "drift":
-                    since.setdefault(n.node, now)  # drift found before keeps its first time
-                elif result == "ok":
-                    since.pop(n.node, None)
-            elif result == "ok" and n.operation in SETTLING:
-                since.pop(n.node, None)
-            if result == "ok" and n.operation == "destroy":
-                outputs.pop(n.node, None)
-            elif result == "ok" and n.outputs:
-                outputs[n.node] = dict(n.outputs)
+            if o.operation is Operation.DRIFT:
+                checked.append(o.node)
+                if result is Result.DRIFT:
+                    since.setdefault(o.node, now)  # drift found before keeps its first time
+                elif result is Result.OK:
+                    since.pop(o.node, None)
+            elif result is Result.OK and o.operation in SETTLING:
+                since.pop(o.node, None)
+            if result is Result.OK and o.operation is Operation.DESTROY:
+                outputs.pop(o.node, None)
+            elif result is Result.OK and o.outputs:
+                outputs[o.node] = o.shown_outputs()
         if checked:
             found = sorted(s for s in checked if s in since)
             drift["checked"] = {"at": now, "run": entry.run, "stacks": checked, "found": found}

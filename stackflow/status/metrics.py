@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from stackflow.status.report import ACTIVE, EnvironmentStatus
+from stackflow.status.condition import ACTIVE, Condition
+from stackflow.status.report import EnvironmentStatus
 
 REASON_CHARS = 200  # a label holds the refusal's reason, cut: series labels stay short
 
@@ -65,7 +66,7 @@ def prometheus(environments: list[EnvironmentStatus], now: float | None = None) 
         "stackflow_stacks_failing",
         "Stacks whose last operation failed, by environment.",
         (
-            ({"environment": e.environment}, sum(s.condition == "failed" for s in e.stacks))
+            ({"environment": e.environment}, sum(s.condition is Condition.FAILED for s in e.stacks))
             for e in envs
         ),
     )
@@ -86,7 +87,7 @@ def prometheus(environments: list[EnvironmentStatus], now: float | None = None) 
     out.family(
         "stackflow_environment_ready",
         "1 when the environment is ready (deployed, last operations succeeded), else 0.",
-        (({"environment": e.environment}, int(e.condition == "ready")) for e in envs),
+        (({"environment": e.environment}, int(e.condition is Condition.READY)) for e in envs),
     )
     out.family(
         "stackflow_stack_last_success_timestamp_seconds",
@@ -240,10 +241,13 @@ def _drift(out: _Text, envs: list[EnvironmentStatus]) -> None:
         "1 for a stack whose last drift check found drift not yet settled by an up or refresh, "
         "0 for a checked stack without.",
         (
-            ({"environment": e.environment, "stack": s.stack}, int(s.condition == "drifted"))
+            (
+                {"environment": e.environment, "stack": s.stack},
+                int(s.condition is Condition.DRIFTED),
+            )
             for e, d in checked
             for s in e.stacks
-            if s.stack in d["checked"] or s.condition == "drifted"
+            if s.stack in d["checked"] or s.condition is Condition.DRIFTED
         ),
     )
     out.family(

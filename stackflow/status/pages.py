@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from stackflow.plan import markdown_cell
+from stackflow.status.condition import Condition
 from stackflow.status.explain import age, when
 from stackflow.status.report import EnvironmentStatus
 
@@ -68,7 +69,7 @@ def headline(e: EnvironmentStatus) -> str:
     """The environment in one line (the page's description, which the UI shows above the page's
     versions): condition, why, the commit deployed, health and URL."""
     parts = [f"`{e.environment}`: **{e.condition}**"]
-    if e.condition != "ready" or (e.branch is not None and e.branch["behind"]):
+    if e.condition is not Condition.READY or (e.branch is not None and e.branch["behind"]):
         parts.append(markdown_cell(e.why))  # when ready, the rest says all of it
     if e.commit:
         parts.append(f"deployed {_short(e.commit)}")
@@ -166,9 +167,9 @@ def _stacks(e: EnvironmentStatus) -> list[str]:
     rows = [
         "## Stacks",
         "",
-        "| stack | condition | last operation | result | commit | at | last success "
+        "| stack | condition | last operation | result | changed | commit | at | last success "
         "| last failure |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in e.stacks:
         failure = s.last_failure or {}
@@ -180,7 +181,8 @@ def _stacks(e: EnvironmentStatus) -> list[str]:
         )
         rows.append(
             f"| {s.stack} | {s.condition} | {s.operation or '—'} | {s.status or '—'} "
-            f"| {_short(s.commit)} | {when(s.at)} | {when(s.last_success_at)} | {_cell(failed)} |"
+            f"| {s.changed() or '—'} | {_short(s.commit)} | {when(s.at)} "
+            f"| {when(s.last_success_at)} | {_cell(failed)} |"
         )
     return rows
 

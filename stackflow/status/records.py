@@ -4,7 +4,8 @@ approval) and the schema's migrations version. All of it sits beside the Pulumi 
 team's backend, so `status` on any machine reads the same, and never needs the database or a
 `pulumi` process.
 
-    stacks/<environment>/<stack>    {"last": {...}, "succeeded": {...}}
+    stacks/<environment>/<stack>    {"last": {...}, "succeeded": {...}}: each an operation, its
+                                    status, result, changes, commit, time, run and note
     runs/<environment>              the run in progress: flow run, operation, phase, since
     migrations/<environment>        {"version", "applied", "at", "commit"}
 """
@@ -14,26 +15,29 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from stackflow.engine.base import Operation
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.records import Records, RecordsError, update
 
-# An operation's outcome: what it did to the stack (ok), found (drift) or could not do.
-OK_STATUSES = frozenset(
-    {"updated", "unchanged", "refreshed", "destroyed", "previewed", "no-drift", "migrated"}
-)
-CHANGING = frozenset({"up", "refresh", "destroy", "migrate"})  # operations that change a stack
+CHANGING = frozenset({Operation.UP, Operation.REFRESH, Operation.DESTROY})  # change a stack
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One node's outcome in a run, as `status` keeps it."""
+class Result(StrEnum):
+    """What a stack's last operation came to, as its record keeps it (`status` reads it)."""
 
-    stack: str
-    operation: str
-    status: str
-    note: str = ""
+    OK = "ok"  # it did what it was asked
+    DRIFT = "drift"  # a drift check found drift
+    FAILED = "failed"  # it did not complete (failed, stopped or cancelled)
+
+
+def result_of(status: Status) -> Result:
+    """What an outcome that ran comes to."""
+    if status is Status.DRIFT:
+        return Result.DRIFT
+    return Result.FAILED if status.unfinished else Result.OK
 
 
 def stack_key(environment: str, stack: str) -> str:
@@ -51,21 +55,22 @@ def migrations_key(environment: str) -> str:
 def record_outcomes(
     records: Records,
     environment: str,
-    outcomes: Iterable[Outcome],
+    outcomes: Iterable[NodeOutcome],
     commit: str | None,
     run: str | None,
 ) -> None:
-    """After a run: each stack's last operation, and its last success when the operation changed
-    or checked it. Skipped nodes and read-only steps leave their record alone."""
+    """After a run: each stack's last operation (with what it changed, also when it ended
+    part-way), and its last success when the operation changed or checked it. Nodes that did
+    not run (skipped, read, not run) leave their record alone."""
     now = time.time()
     for o in outcomes:
-        if o.status in ("skipped", "not run", "read"):
+        if not o.status.ran:
             continue
-        result = "ok" if o.status in OK_STATUSES else "drift" if o.status == "drift" else "failed"
         last = {
-            "operation": o.operation,
-            "status": o.status,
-            "result": result,
+            "operation": o.operation.value,
+            "status": o.status.value,
+            "result": result_of(o.status).value,
+            "changes": o.changes.as_dict(),
             "commit": commit,
             "at": now,
             "run": run,
@@ -77,17 +82,17 @@ def record_outcomes(
         ) -> dict[str, Any] | None:
             current = value or {}
             before, ok = current.get("last") or {}, current.get("succeeded") or {}
-            if last["status"] == "unchanged" and ok.get("commit") == last["commit"]:
+            if last["status"] == Status.UNCHANGED and ok.get("commit") == last["commit"]:
                 # a skip: the stack is as its last success at this commit left it
-                if before.get("result") == "ok" and before.get("commit") == last["commit"]:
+                if before.get("result") == Result.OK and before.get("commit") == last["commit"]:
                     return None  # nothing new to record
                 return {**current, "last": last}
             new = {**current, "last": last}
-            if last["result"] == "ok" and last["operation"] in CHANGING:
+            if last["result"] == Result.OK and last["operation"] in CHANGING:
                 new["succeeded"] = last
             return new
 
-        update(records, stack_key(environment, o.stack), change)
+        update(records, stack_key(environment, o.node), change)
 
 
 def record_run(

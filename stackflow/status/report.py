@@ -2,23 +2,10 @@
 whether it is ready and why not, the commit deployed and the head of the branch it follows (and,
 when they differ, why: a refused commit with its reason, a run in progress, a plan waiting for
 approval), the app's health from the last verify, the last drift check, the migrations version,
-the expiry of an ephemeral one and its recent runs; per stack its last operation, result, last
-success and last failure. `stackflow.status.text` shows it in a terminal, `.pages` as the
-Prefect artifacts, `.metrics` in Prometheus's text format; `as_dict` is the JSON.
-
-Conditions, the first that holds:
-
-    damaged record        one of its records cannot be read (named, with what to do); the rest
-                          of the status still shows
-    expired               an ephemeral environment past its TTL (the cleanup destroys it)
-    waiting for approval  a run of the environment waits for someone to approve its plan
-    reconciling           a run is changing the stack, or a sync is deploying a new commit
-    failed                its last operation failed
-    drifted               its last drift check found drift (until an up or refresh)
-    ready                 deployed, and its last operation succeeded
-    not deployed          no operation has deployed it yet
-
-An environment's condition is its stacks' worst.
+the expiry of an ephemeral one and its recent runs; per stack its condition
+(`stackflow.status.condition`), last operation, result, what it changed (also when it ended
+part-way), last success and last failure. `stackflow.status.text` shows it in a terminal,
+`.pages` as the Prefect artifacts, `.metrics` in Prometheus's text format; `as_dict` is the JSON.
 """
 
 from __future__ import annotations
@@ -28,31 +15,21 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from stackflow.engine.base import ChangeCounts, Operation
 from stackflow.gitops import sync
+from stackflow.outcome import describe_changes
 from stackflow.records import DamagedRecord, Records
 from stackflow.records.environments import EnvironmentRecord, environment_names, read
-from stackflow.status.explain import branch_status, why
-from stackflow.status.history import read_health, read_history
-from stackflow.status.records import migrations_key, run_key, stack_key
-
-DAMAGED = "damaged record"  # one of its records cannot be read: the rest of status still shows
-CONDITIONS = (  # worst first
-    DAMAGED,
-    "failed",
-    "drifted",
-    "waiting for approval",
-    "reconciling",
-    "expired",
-    "ready",
-    "not deployed",
-)
-ACTIVE = frozenset({"ready", "drifted", "failed", "reconciling", "waiting for approval", "expired"})
+from stackflow.status.condition import Condition
+from stackflow.status.explain import WAITING, branch_status, why
+from stackflow.status.history import RunResult, read_health, read_history
+from stackflow.status.records import Result, migrations_key, run_key, stack_key
 
 
 @dataclass
 class StackStatus:
     stack: str
-    condition: str
+    condition: Condition
     operation: str | None = None
     result: str | None = None
     status: str | None = None
@@ -65,6 +42,13 @@ class StackStatus:
     last_success_at: float | None = None  # its last operation that succeeded (a check too)
     last_failure: dict[str, Any] | None = None  # at, operation, status, note, run, commit
     drift_since: float | None = None  # the first drift check that found what is still there
+    changes: dict[str, int] | None = None  # what the last operation changed (also part-way)
+
+    def changed(self) -> str:
+        """What the last operation changed, in words ("" when nothing, or not recorded)."""
+        found = self.changes or {}
+        counts = ChangeCounts(**{k: int(found.get(k) or 0) for k in ChangeCounts().as_dict()})
+        return describe_changes(counts) if counts.changed else ""
 
 
 @dataclass
@@ -72,7 +56,7 @@ class EnvironmentStatus:
     environment: str
     kind: str
     cloud: str
-    condition: str
+    condition: Condition
     created: float
     deployed: float | None
     expires_at: float | None
@@ -106,21 +90,20 @@ def _stack(
     last = value.get("last") or {}
     ok = value.get("succeeded") or {}
     if record.expired(now):
-        condition = "expired"
+        condition = Condition.EXPIRED
     elif run is not None and name in (run.get("stacks") or [name]):
-        condition = (
-            "waiting for approval" if run.get("phase") == "waiting for approval" else "reconciling"
-        )
+        waits = run.get("phase") == WAITING
+        condition = Condition.WAITING if waits else Condition.RECONCILING
     elif syncing:
-        condition = "reconciling"
-    elif last.get("result") == "failed":
-        condition = "failed"
-    elif last.get("result") == "drift":
-        condition = "drifted"
-    elif ok and ok.get("operation") != "destroy":
-        condition = "ready"
+        condition = Condition.RECONCILING
+    elif last.get("result") == Result.FAILED:
+        condition = Condition.FAILED
+    elif last.get("result") == Result.DRIFT:
+        condition = Condition.DRIFTED
+    elif ok and ok.get("operation") != Operation.DESTROY:
+        condition = Condition.READY
     else:
-        condition = "not deployed"
+        condition = Condition.NOT_DEPLOYED
     return StackStatus(
         name,
         condition,
@@ -136,11 +119,12 @@ def _stack(
         max(
             (
                 t
-                for t in (ok.get("at"), last.get("at") if last.get("result") == "ok" else None)
+                for t in (ok.get("at"), last.get("at") if last.get("result") == Result.OK else None)
                 if t
             ),
             default=None,
         ),
+        changes=last.get("changes"),
     )
 
 
@@ -164,7 +148,8 @@ def collect(
         try:
             status = _environment(records, name, stacks, live)
         except DamagedRecord as exc:
-            status = EnvironmentStatus(name, "unknown", "unknown", DAMAGED, 0.0, None, None)
+            damaged = Condition.DAMAGED
+            status = EnvironmentStatus(name, "unknown", "unknown", damaged, 0.0, None, None)
             status.damaged = str(exc)
         if status is not None:
             found.append(status)
@@ -197,8 +182,7 @@ def _environment(
         value = records.get(stack_key(record.name, stack))
         rows.append(_stack(stack, dict(value.value) if value else {}, record, run, syncing, now))
     migrations = records.get(migrations_key(record.name))
-    conditions = {r.condition for r in rows}
-    condition = next((c for c in CONDITIONS if c in conditions), "not deployed")
+    condition = Condition.worst(r.condition for r in rows)
     expires = record.created + record.ttl_hours * 3600 if record.ttl_hours is not None else None
     history = read_history(records, record.name)
     failures = history.get("failures") or {}
@@ -206,7 +190,7 @@ def _environment(
     since = drift.get("since") or {}
     for row in rows:
         row.last_failure = failures.get(row.stack)
-        row.drift_since = since.get(row.stack) if row.condition == "drifted" else None
+        row.drift_since = since.get(row.stack) if row.condition is Condition.DRIFTED else None
     status = EnvironmentStatus(
         record.name,
         record.kind,
@@ -242,7 +226,7 @@ def _deployed_commit(
     if (follows.get("succeeded") or {}).get("commit"):
         return str(follows["succeeded"]["commit"])
     for entry in runs:
-        if entry.get("operation") == "up" and entry.get("result") == "succeeded":
+        if entry.get("operation") == Operation.UP and entry.get("result") == RunResult.SUCCEEDED:
             return entry.get("commit")
     done = [r for r in rows if r.succeeded_at and r.succeeded_commit]
     return max(done, key=lambda r: r.succeeded_at or 0).succeeded_commit if done else None
@@ -252,7 +236,7 @@ def _drift(drift: dict[str, Any], rows: list[StackStatus]) -> dict[str, Any] | N
     """The last drift check (when, which stacks, what it found) and the drift still there, by
     stack with the time it was first found; None when no check is recorded."""
     checked = drift.get("checked")
-    still = {r.stack: r.drift_since for r in rows if r.condition == "drifted"}
+    still = {r.stack: r.drift_since for r in rows if r.condition is Condition.DRIFTED}
     if not checked and not still:
         return None
     return {

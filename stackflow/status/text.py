@@ -59,8 +59,10 @@ def environment_lines(e: EnvironmentStatus, now: float | None = None) -> list[st
             + (f" (in {age(left)})" if left > 0 else " (passed)")
         )
     for s in e.stacks:
+        changed = s.changed()
         lines.append(
             f"  {s.stack:<12} {s.condition:<21} {s.operation or '-':<8} "
             f"{s.status or '-':<10} {(s.commit or '-')[:12]:<12} {_local(s.at)}"
+            + (f"  ({changed})" if changed else "")
         )
     return lines

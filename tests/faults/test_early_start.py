@@ -8,7 +8,9 @@ the app's load balancer, listener and target group reach the app's state while t
 not, whatever the machine's speed. The run and its `pulumi` processes are then SIGKILLed (a hung
 create never lets Pulumi's graceful cancel end), and the next `up` clears what they left and
 completes; the migration records the database's clock when it ran, which the task definition's
-creation follows.
+creation follows. Held the same way, then failed (the plugin holding the create is killed), the
+database stops the app where it needs it: the app's summary row (table, JSON, artifact) and
+`status` count the resources it created meanwhile, as many as its state holds.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,7 @@ import pytest
 from stackflow.localcloud.knobs import get_knobs, set_knobs
 from stackflow.migrator.connection import connect
 from stackflow.settings import MigrationSettings
-from tests.faults.helpers import FaultEnv, checkpoint, lock_files, wait_until
+from tests.faults.helpers import RUN_PY, FaultEnv, checkpoint, lock_files, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -45,12 +49,42 @@ READS_THE_DATABASE = {
 STAMP = "CREATE TABLE ran_at (at DATETIME(6) NOT NULL);\nINSERT INTO ran_at VALUES (UTC_TIMESTAMP(6));\n"
 
 
-def _types(fault_env: FaultEnv, stack: str) -> set[str]:
+def _resources(fault_env: FaultEnv, stack: str) -> list[dict[str, Any]]:
+    """The stack's resources in its state, as Pulumi's summary counts them (no providers)."""
     try:
         found = checkpoint(fault_env.state_dir, fault_env.environment, stack)
     except (OSError, ValueError, KeyError):
-        return set()  # no state yet, or a write under way
-    return {r["type"] for r in found.get("resources") or []}
+        return []  # no state yet, or a write under way
+    resources = found.get("resources") or []
+    return [r for r in resources if not r["type"].startswith("pulumi:providers:")]
+
+
+def _types(fault_env: FaultEnv, stack: str) -> set[str]:
+    return {r["type"] for r in _resources(fault_env, stack)}
+
+
+def _hold_the_instance(fault_env: FaultEnv) -> None:
+    """The database's instance create never answers (until its plugin is killed)."""
+    hold = {"kind": "hang", "count": 1, "environment": fault_env.environment, "type": INSTANCE}
+    set_knobs(fault_env.cloud.url, {"faults": [hold]})
+
+
+def _held_beside(fault_env: FaultEnv) -> bool:
+    """The instance's create is held and the app has made what needs only networking."""
+    if any(f.count != 0 for f in get_knobs(fault_env.cloud.url).faults):
+        return False  # the instance's create has not reached the cloud yet
+    return _types(fault_env, "app") >= NEEDS_ONLY_NETWORKING
+
+
+def _wait_held_beside(fault_env: FaultEnv, run: subprocess.Popen[bytes], log: Path) -> None:
+    """Until `_held_beside`; the run must still go then (its log says why if not)."""
+    wait_until(
+        lambda: _held_beside(fault_env) or run.poll() is not None,
+        timeout=240,
+        what="the app's networking-only resources while the database instance is held",
+        poll=0.2,
+    )
+    assert run.poll() is None, log.read_text()
 
 
 def _created(fault_env: FaultEnv, stack: str, type_: str) -> datetime:
@@ -71,25 +105,13 @@ def test_the_app_starts_beside_the_database_and_what_reads_it_waits_for_the_migr
     folder.mkdir()
     (folder / "V001__ran_at.sql").write_text(STAMP)
     fault_env.declare(migrations={"dir": str(folder)})
-    hold = {"kind": "hang", "count": 1, "environment": env, "type": INSTANCE}
-    set_knobs(fault_env.cloud.url, {"faults": [hold]})
-
-    def held_beside() -> bool:
-        if any(f.count != 0 for f in get_knobs(fault_env.cloud.url).faults):
-            return False  # the instance's create has not reached the cloud yet
-        return _types(fault_env, "app") >= NEEDS_ONLY_NETWORKING
+    _hold_the_instance(fault_env)
 
     log = tmp_path / "first.log"
     first = fault_env.start("up", "--env", env, log=log)
     running: list[int] = []  # the `pulumi` processes of the updates under way
     try:
-        wait_until(
-            lambda: held_beside() or first.poll() is not None,
-            timeout=180,
-            what="the app's networking-only resources while the database instance is held",
-            poll=0.2,
-        )
-        assert first.poll() is None, log.read_text()
+        _wait_held_beside(fault_env, first, log)
         app_then, database_then = _types(fault_env, "app"), _types(fault_env, "database")
         running.extend(
             json.loads(lock.read_text())["pid"]
@@ -118,6 +140,97 @@ def test_the_app_starts_beside_the_database_and_what_reads_it_waits_for_the_migr
     assert task_definition > migrated, (task_definition, migrated)
     assert task_definition > _created(fault_env, "database", INSTANCE)
     assert _types(fault_env, "app") >= READS_THE_DATABASE
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_aws_plugins(pulumi: int) -> list[int]:
+    """SIGKILL the local cloud's aws provider plugin of one `pulumi` process."""
+    killed = []
+    for pid in _descendants(pulumi):
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"stackflow.localcloud.plugin" in command and b"aws" in command:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
+def test_an_app_stopped_by_its_failed_database_reports_what_it_created(
+    fault_env: FaultEnv, tmp_path: Path
+) -> None:
+    """Local cloud: the app stops after creating what needs only networking; its summary row,
+    JSON, artifact and `status` give the count of the resources its state holds."""
+    env = fault_env.environment
+    _hold_the_instance(fault_env)
+
+    log = tmp_path / "up.log"
+    with log.open("wb") as err:
+        run = subprocess.Popen(
+            [sys.executable, str(RUN_PY), "up", "--env", env, "--json"],
+            env=fault_env.env(),
+            cwd=fault_env.workdir,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        _wait_held_beside(fault_env, run, log)
+        (lock,) = lock_files(fault_env.state_dir, env, "database")
+        assert _kill_aws_plugins(json.loads(lock.read_text())["pid"]), log.read_text()
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+    assert run.returncode == 1, log.read_text()
+
+    made = len(_resources(fault_env, "app"))
+    assert made > len(NEEDS_ONLY_NETWORKING), _resources(fault_env, "app")
+    rows = {s["stack"]: s for s in json.loads(out)["stacks"]}
+    assert rows["database"]["status"] == "failed", rows["database"]
+    app = rows["app"]
+    assert app["status"] == "stopped", app
+    assert app["changes"] == {"create": made, "update": 0, "replace": 0, "delete": 0, "same": 0}
+
+    shown = fault_env.cli("status", "--env", env, "--json")
+    assert shown.returncode == 0, shown
+    (environment,) = json.loads(shown.stdout)["environments"]
+    recorded = {s["stack"]: s for s in environment["stacks"]}["app"]
+    assert (recorded["status"], recorded["condition"]) == ("stopped", "failed"), recorded
+    assert recorded["changes"]["create"] == made, recorded
+    text = fault_env.cli("status", "--env", env)
+    assert any(
+        line.split()[0] == "app" and line.endswith(f"({made} created)")
+        for line in text.stdout.splitlines()
+        if line.strip()
+    ), text
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"up-{env}"]))
+        )
+    assert f"| app | up | stopped | {made} | 0 | 0 | 0 | 0 |" in str(artifact.data)
 
 
 def typing_utc(value: Any) -> datetime:

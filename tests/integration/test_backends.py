@@ -25,6 +25,7 @@ from stackflow.backends import backend_for
 from stackflow.engine import Listener, Operation, StackSpec
 from stackflow.engine.automation import AutomationEngine
 from stackflow.localcloud.paths import pulumi_home
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.postgres import PostgresServer
 from stackflow.postgres.urls import pulumi_backend_url, records_url
 from stackflow.records import Records, open_records
@@ -36,9 +37,10 @@ from stackflow.records.environments import (
     records_of,
 )
 from stackflow.settings import Settings, get_settings
+from stackflow.status.condition import Condition
 from stackflow.status.metrics import prometheus
-from stackflow.status.records import Outcome, record_outcomes
-from stackflow.status.report import DAMAGED, collect
+from stackflow.status.records import record_outcomes
+from stackflow.status.report import collect
 from tests.fixtures.localcloud import LocalCloud
 from tests.fixtures.s3backend import s3_url
 
@@ -99,7 +101,9 @@ def raw_store(opened: Callable[[str], Settings]) -> Iterator[Records]:
 def deploy(records: Records, settings: Settings) -> None:
     """What an `up` of dev leaves in the records: its environment and each stack's outcome."""
     record_attempt(records, settings)
-    record_outcomes(records, "dev", [Outcome(s, "up", "updated") for s in STACKS], None, None)
+    record_outcomes(
+        records, "dev", [NodeOutcome(s, Operation.UP, Status.UPDATED) for s in STACKS], None, None
+    )
     record_outcome(records, settings, succeeded=True)
 
 
@@ -114,7 +118,13 @@ def test_two_projects_on_one_backend_keep_their_environments_apart(
     assert {e.environment for e in collect(theirs, STACKS)} == {"dev"}
 
     forget(mine, "dev")  # the first project destroyed its dev
-    record_outcomes(mine, "dev", [Outcome(s, "destroy", "destroyed") for s in STACKS], None, None)
+    record_outcomes(
+        mine,
+        "dev",
+        [NodeOutcome(s, Operation.DESTROY, Status.DESTROYED) for s in STACKS],
+        None,
+        None,
+    )
 
     assert [e.environment for e in collect(mine, STACKS)] == []
     [still] = collect(theirs, STACKS)
@@ -153,11 +163,13 @@ def test_a_damaged_record_is_named_and_the_rest_of_status_still_shows(
     deploy(records, settings)
     other = settings.model_copy(update={"environment": "qa"})
     record_attempt(records, other)
-    record_outcomes(records, "qa", [Outcome(s, "up", "updated") for s in STACKS], None, None)
+    record_outcomes(
+        records, "qa", [NodeOutcome(s, Operation.UP, Status.UPDATED) for s in STACKS], None, None
+    )
     damage(raw_store, "projects/stackflow/stacks/dev/back", local_cloud)
 
     found = {e.environment: e for e in collect(records, STACKS)}
-    assert found["dev"].condition == DAMAGED
+    assert found["dev"].condition is Condition.DAMAGED
     assert (
         "stacks/dev/back" in found["dev"].damaged and "nothing was changed" in found["dev"].damaged
     )

@@ -105,19 +105,21 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from programs.audit import AuditOutputs
+from stackflow.engine import Operation
 from stackflow.errors import StackError
+from stackflow.outcome import NodeOutcome, Status
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState
-from tasks.stacks import RunContext, StackOutcome
+from tasks.context import RunContext
 
 
 @task(name="smoke", task_run_name="smoke-{node}", cache_policy=NO_CACHE, persist_result=False)
 def smoke_step(
     ctx: RunContext,
     node: str,
-    upstream: dict[str, StackOutcome],
+    upstream: dict[str, NodeOutcome],
     plan: DeployPlan | None = None,
-) -> StackOutcome:
+) -> NodeOutcome:
     """Check the audit stack's outputs (found by type, not by node name)."""
     ctx.check_not_cancelled(node)
     started = time.monotonic()
@@ -129,8 +131,9 @@ def smoke_step(
     if not (arn.startswith(f"arn:aws:logs:{region}:") and arn.endswith(f":log-group:{name}")):
         raise StackError(node, f"{arn} is not the ARN of log group {name} in {region}")
     note = f"{name} is {arn}"
-    ctx.publish(node, NodeState.DONE, status="checked", detail=note)
-    return StackOutcome(node, "smoke", "checked", duration_s=time.monotonic() - started, note=note)
+    ctx.publish(node, NodeState.DONE, status=Status.CHECKED, detail=note)
+    took = time.monotonic() - started
+    return NodeOutcome(node, Operation.UP, Status.CHECKED, duration_s=took, note=note)
 '''
 
 # graph/nodes.py: (what is there, what it becomes), each anchor found exactly once.

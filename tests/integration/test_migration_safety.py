@@ -55,8 +55,10 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
     from prefect import flow
     from prefect.logging.handlers import APILogWorker
 
+    from stackflow.engine.base import Operation
+    from stackflow.outcome import NodeOutcome, Status, UpResult
     from stackflow.redact import Redactor
-    from tasks.context import RunContext, StackOutcome
+    from tasks.context import RunContext
     from tasks.migrate import migrate_step
     from tests.fixtures.template import template_graph
 
@@ -82,10 +84,11 @@ def test_an_environment_named_live_of_kind_prod_is_protected_in_the_flow_and_the
         instance_id="db-1",
     )
     ctx = RunContext(app, None, template_graph(), Redactor(), None)  # type: ignore[arg-type]
-    upstream = {"database": StackOutcome("database", "up", "updated", typed=db)}
+    deployed = UpResult({}, db)
+    upstream = {"database": NodeOutcome("database", Operation.UP, Status.UPDATED, result=deployed)}
 
     @flow(name="migrate-step-live")
-    def step() -> StackOutcome:
+    def step() -> NodeOutcome:
         return migrate_step(ctx, "migrate", upstream)
 
     state = step(return_state=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stackflow.drift import DRIFTED, DriftMarks
+from stackflow.drift import DriftMark, DriftMarks
 from stackflow.engine.base import StackSpec
 from stackflow.records import open_records
 from stackflow.records.environments import CloudMismatch, check_cloud, record_outcome, records_of
@@ -62,7 +62,7 @@ def test_backends_drift_marks_and_labels_are_per_cloud_and_marks_are_records(
     records = open_records(str(tmp_path / "records"))
     spec = StackSpec("stackflow", "dev", "networking", lambda: None)
     DriftMarks(records, "local").mark(spec)
-    assert DriftMarks(records, "local").marked(spec) == DRIFTED
+    assert DriftMarks(records, "local").marked(spec) is DriftMark.DRIFTED
     assert DriftMarks(records, "aws").marked(spec) is None  # the other cloud's stack is another
 
 

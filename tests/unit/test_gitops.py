@@ -217,9 +217,11 @@ def test_git_settings_are_checked_and_credentials_never_in_a_url(tmp_path: Path)
 
 
 def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> None:
+    from stackflow.engine.base import Operation
+    from stackflow.outcome import NodeOutcome, Status
     from stackflow.records.environments import record_attempt, record_outcome
     from stackflow.status.metrics import prometheus
-    from stackflow.status.records import Outcome, record_migrations, record_outcomes, record_run
+    from stackflow.status.records import record_migrations, record_outcomes, record_run
     from stackflow.status.report import collect
 
     project = make_project(tmp_path / "project")
@@ -233,9 +235,9 @@ def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> N
         records,
         "dev-a",
         [
-            Outcome("networking", "up", "updated"),
-            Outcome("database", "up", "unchanged"),
-            Outcome("app", "up", "failed", "boom"),
+            NodeOutcome("networking", Operation.UP, Status.UPDATED),
+            NodeOutcome("database", Operation.UP, Status.UNCHANGED),
+            NodeOutcome("app", Operation.UP, Status.FAILED, note="boom"),
         ],
         A,
         "run-1",
@@ -244,11 +246,12 @@ def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> N
     record_outcomes(
         records,
         "dev-b",
-        [Outcome(n, "up", "updated") for n in ("networking", "database", "app")],
+        [NodeOutcome(n, Operation.UP, Status.UPDATED) for n in ("networking", "database", "app")],
         B,
         "r",
     )
-    record_outcomes(records, "dev-b", [Outcome("app", "drift", "drift")], B, "r2")
+    drift = NodeOutcome("app", Operation.DRIFT, Status.DRIFT)
+    record_outcomes(records, "dev-b", [drift], B, "r2")
     record_run(records, "dev-b", "run-3", "up", "waiting for approval", ["app"], B)
     found = {e.environment: e for e in collect(records, ["networking", "database", "app"])}
     a, b = found["dev-a"], found["dev-b"]

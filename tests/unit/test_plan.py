@@ -9,7 +9,7 @@ from flows.pipeline import retry_delays
 from stackflow.engine.base import ChangeCounts, PropertyChange, ResourceChange
 from stackflow.migrator.lint import LintFinding
 from stackflow.migrator.plan import MigrationPlanReport, PendingMigration
-from stackflow.plan import DeployPlan, StackPlan, migrations_dict
+from stackflow.plan import DeployPlan, PlanStatus, StackPlan, migrations_dict
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit
@@ -28,7 +28,7 @@ def change(kind: str, *props: str, urn: str = URN) -> ResourceChange:
 
 def app_plan(*resources: ResourceChange) -> StackPlan:
     counts = ChangeCounts(update=sum(r.change == "update" for r in resources))
-    return StackPlan("app", "changes", counts, resources)
+    return StackPlan("app", PlanStatus.CHANGES, counts, resources)
 
 
 def test_a_re_preview_may_resolve_values_but_not_change_more() -> None:
@@ -95,7 +95,7 @@ DROP = PendingMigration(
 
 
 def test_the_plan_is_empty_only_without_changes_and_pending_files() -> None:
-    quiet = StackPlan("networking", "unchanged")
+    quiet = StackPlan("networking", PlanStatus.UNCHANGED)
     assert DeployPlan("prod-1", "local cloud", (quiet,)).empty
     assert DeployPlan("prod-1", "local cloud", (quiet,), migrations()).empty
     assert not DeployPlan("prod-1", "local cloud", (quiet,), migrations(DROP)).empty
@@ -109,7 +109,7 @@ def test_the_plan_reads_the_same_on_the_terminal_in_markdown_and_as_data() -> No
     plan = DeployPlan(
         "prod-1",
         "local cloud",
-        (StackPlan("networking", "unchanged"), app_plan(change("update", "desiredCount"))),
+        (StackPlan("networking", PlanStatus.UNCHANGED), app_plan(change("update", "desiredCount"))),
         migrations(DROP),
         round=2,
         why_again="the pending migrations changed while the approval waited (added: V4)",
@@ -148,7 +148,9 @@ def test_statements_the_lint_cannot_check_read_needs_review_everywhere() -> None
         ["CALL fill(3)"],
         [LintFinding("procedure_call", 1, "CALL fill(3)", False, "the lint cannot see inside")],
     )
-    plan = DeployPlan("prod-1", "local cloud", (StackPlan("app", "unchanged"),), migrations(call))
+    plan = DeployPlan(
+        "prod-1", "local cloud", (StackPlan("app", PlanStatus.UNCHANGED),), migrations(call)
+    )
     finding = "statement 1: procedure call (the lint cannot see inside)"
     assert f"! NEEDS REVIEW: {finding}: CALL fill(3)" in "\n".join(plan.lines())
     assert f"**NEEDS REVIEW** {finding}: `CALL fill(3)`" in plan.markdown()

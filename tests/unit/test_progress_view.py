@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from cli.live import Board, PlainView, describe_changes, make_view
+from cli.live import Board, PlainView, make_view
 from stackflow.engine.base import ChangeCounts
+from stackflow.outcome import describe_changes
 from stackflow.progress import (
     NodeChanged,
     NodeState,

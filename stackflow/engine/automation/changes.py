@@ -17,6 +17,7 @@ from stackflow.engine.base import (
     ResourceEvent,
     StackSpec,
 )
+from stackflow.engine.events import ResourceStatus
 from stackflow.redact import Redactor
 
 _CHANGE = {
@@ -66,11 +67,11 @@ def resource_event(
 ) -> ResourceEvent | None:
     metadata: StepEventMetadata
     if event.resource_pre_event is not None:
-        metadata, status = event.resource_pre_event.metadata, "started"
+        metadata, status = event.resource_pre_event.metadata, ResourceStatus.STARTED
     elif event.res_outputs_event is not None:
-        metadata, status = event.res_outputs_event.metadata, "done"
+        metadata, status = event.res_outputs_event.metadata, ResourceStatus.DONE
     elif event.res_op_failed_event is not None:
-        metadata, status = event.res_op_failed_event.metadata, "failed"
+        metadata, status = event.res_op_failed_event.metadata, ResourceStatus.FAILED
     else:
         return None
     op = str(getattr(metadata.op, "value", metadata.op))

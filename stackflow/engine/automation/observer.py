@@ -19,9 +19,8 @@ from stackflow.engine.base import (
     StackSpec,
 )
 from stackflow.engine.envelope import SECRET_SIG
+from stackflow.engine.events import ROOT_STACK_TYPE
 from stackflow.policy.violation import Violation
-
-ROOT_STACK_TYPE = "pulumi:pulumi:Stack"  # the resource whose outputs are the stack's outputs
 
 
 class StepObserver:
