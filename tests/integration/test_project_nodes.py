@@ -139,6 +139,25 @@ def test_a_second_up_skips_every_stack_with_no_engine_call(team: dict[str, Any])
     assert summary["engine_calls"] == []
 
 
+def _status(team: dict[str, Any]) -> dict[str, Any]:
+    done = cli(team["env"], "status", "--env", team["name"], "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (found,) = json.loads(done.stdout)["environments"]
+    return dict(found)
+
+
+def test_status_shows_the_project_nodes_beside_the_stacks(team: dict[str, Any]) -> None:
+    """Local cloud: after the ups, `status` lists both projects as ready with the outputs their
+    stacks hold (edge's VPC is networking's), like stackflow's own stack."""
+    found = _status(team)
+    stacks = {s["stack"]: s for s in found["stacks"]}
+    assert list(stacks) == ["networking", "edge", "site"]
+    assert {s["condition"] for s in stacks.values()} == {"ready"}, stacks
+    assert found["condition"] == "ready"
+    assert found["outputs"]["edge"]["vpc_id"] == team["vpc"]
+    assert found["outputs"]["site"]["bucket"] == team["bucket"]
+
+
 def test_a_change_upstream_is_previewed_downstream_with_the_deployed_values(
     team: dict[str, Any],
 ) -> None:
@@ -174,6 +193,8 @@ def test_a_console_change_to_a_projects_resource_is_drift(team: dict[str, Any]) 
     stacks = _by_stack(summary)
     assert stacks["site"]["status"] == "drift"
     assert stacks["edge"]["status"] == "no-drift" and stacks["networking"]["status"] == "no-drift"
+    status = {s["stack"]: s["condition"] for s in _status(team)["stacks"]}
+    assert status == {"networking": "ready", "edge": "ready", "site": "drifted"}, status
 
 
 def test_destroy_takes_the_projects_down_before_networking(team: dict[str, Any]) -> None:
