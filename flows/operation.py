@@ -112,7 +112,7 @@ def run_pipeline(
     if op is Operation.UP:
         require_exact_commit(settings)
     serve_local_cloud(settings)  # before a skipped stack's downstream steps reach it
-    ctx = build_context(settings, records=records)
+    ctx = build_context(settings, records=records, adopts=not request.recreate)
     selected = ctx.graph.select(request.stacks)
     if op in (Operation.DRIFT, Operation.DESTROY, Operation.REFRESH):
         ensure_known(ctx, records)

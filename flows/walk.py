@@ -45,11 +45,14 @@ def retry_delays(settings: Settings) -> list[float]:
 
 
 def build_context(
-    settings: Settings, graph: StackGraph | None = None, records: Records | None = None
+    settings: Settings,
+    graph: StackGraph | None = None,
+    records: Records | None = None,
+    adopts: bool = True,
 ) -> RunContext:
-    """What every task of one run shares: settings, the engine, the graph, the redactor, the
-    records beside the backend."""
-    engine = get_engine(settings)
+    """What every task of one run shares: settings, the engine (`adopts`: see `get_engine`), the
+    graph, the redactor, the records beside the backend."""
+    engine = get_engine(settings, adopts)
     passphrase = state_passphrase(settings)
     redactor = Redactor(settings.secret_values())
     if passphrase:
