@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
-from stackflow.backends import file_folder, mask_url
+from stackflow.backends import backend_for, mask_url
 from stackflow.dag import StackGraph
 from stackflow.engine import Engine
 from stackflow.errors import SettingsError, StackflowError
@@ -108,30 +107,15 @@ def ensure_state_kept(
             lost.append(f"{settings.environment}/{stack} (deployed {when} UTC)")
     if not lost:
         return
-    backend = mask_url(settings.resolved_backend_url)
+    url = settings.resolved_backend_url
     raise StateLost(
-        f"the state of {', '.join(lost)} is gone from the backend {backend}, while stackflow's "
-        f"records in {records.where} say the last successful change of each was an `up`: its "
-        "resources may still be in the cloud, and an `up` would create a second copy beside "
-        "them. Nothing was changed.",
-        what_to_do=f"restore the state: {restore_hint(settings)}, then run `up` again. To deploy "
-        f"anew beside what is left in the cloud instead, run `up --env {settings.environment} "
-        "--recreate` (a synced environment: run its sync deployment with recreate set) and "
+        f"the state of {', '.join(lost)} is gone from the backend {mask_url(url)}, while "
+        f"stackflow's records in {records.where} say the last successful change of each was an "
+        "`up`: its resources may still be in the cloud, and an `up` would create a second copy "
+        "beside them. Nothing was changed.",
+        what_to_do=f"restore the state: {backend_for(url).restore(url)}, then run `up` again. "
+        f"To deploy anew beside what is left in the cloud instead, run `up --env "
+        f"{settings.environment} --recreate` (a synced environment: run its sync deployment "
+        "with recreate set) and "
         "delete the old resources yourself",
     )
-
-
-def restore_hint(settings: Settings) -> str:
-    """How the backend `settings` name is restored from a backup, in a clause."""
-    url = settings.resolved_backend_url
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "file":
-        return f"put the folder {file_folder(url)} back from your backup of it"
-    if scheme in ("postgres", "postgresql"):
-        return (
-            "`python flows/run.py server restore FILE` from a `server backup` (the project's own "
-            "PostgreSQL), or restore the backend's database from its own backup with pg_restore"
-        )
-    if scheme == "s3":
-        return "restore the stacks' objects under .pulumi/stacks/ from the bucket's versions"
-    return "restore the stacks from the backend's own backup or history (`pulumi stack import`)"

@@ -214,6 +214,9 @@ class FileBackend(Backend):
     def records_beside(self, url: str) -> str | None:
         return str(folder_of(url) / ".stackflow")
 
+    def restore(self, url: str) -> str:
+        return f"put the folder {folder_of(url)} back from your backup of it"
+
     def folder(self, url: str) -> Path | None:
         return folder_of(url)
 
