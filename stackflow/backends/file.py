@@ -145,8 +145,10 @@ class FileRecords:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(staging, path)
-        except BaseException:
+        except BaseException as exc:
             staging.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.filename is None:  # a full disk: name the file
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
             raise
         _fsync_folder(path.parent)
 
