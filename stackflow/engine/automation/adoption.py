@@ -32,7 +32,7 @@ from typing import Any
 
 from pulumi.automation.events import EngineEvent
 
-from stackflow.engine.automation.program import pulumi_program
+from stackflow.engine.automation.program import in_process, pulumi_program
 from stackflow.engine.automation.recovery import (
     RunningOn,
     cloud_clients,
@@ -43,7 +43,7 @@ from stackflow.engine.automation.recovery import (
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import Listener, OperationResult, StackSpec
 from stackflow.engine.checkpoints import holdings
-from stackflow.engine.classify import aws_errors
+from stackflow.engine.diagnosis import aws_errors
 from stackflow.engine.envelope import is_secret
 from stackflow.engine.pending import CloudClients, LookupFailed, PendingCreate, look_up
 from stackflow.engine.pending.cloud import failure
@@ -249,7 +249,7 @@ def adopt(
         listener.line(f"stack {spec.label}: {line}")
     ws.set_config(stack, spec)
     with running_on(spec, stack):  # the adopted resources' outputs, read from the cloud
-        stack.refresh(on_output=listener.line, program=pulumi_program(spec.program))
+        stack.refresh(on_output=listener.line, program=pulumi_program(in_process(spec.program)))
     return "; ".join(said)
 
 
