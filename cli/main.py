@@ -49,6 +49,11 @@ def main(
     except KeyboardInterrupt:
         return fail("interrupted", exits.INTERRUPTED, as_json=as_json)
     except Exception as exc:
+        from stackflow.infrastructure import named
+
+        fault = named(exc)  # a full disk, a read-only file system: an outcome, not a bug
+        if fault is not None:
+            return fail(str(fault), exits.FAILED, fault.what_to_do, as_json=as_json)
         return bug(exc, as_json=as_json)
 
 

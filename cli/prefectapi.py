@@ -7,16 +7,54 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from stackflow.errors import StackflowError
+from stackflow.errors import SettingsError, StackflowError, echo
 
 if TYPE_CHECKING:
     from stackflow.settings import Settings
 
 
+class PrefectApiUrlError(SettingsError):
+    """PREFECT_API_URL is set to something that is not the address of a Prefect API."""
+
+
+def api_url_set() -> str | None:
+    """PREFECT_API_URL when it is set (None: unset, the project's local server is used).
+
+    Raises:
+        PrefectApiUrlError: it is not an http(s) URL with a host (what it holds repeated short).
+    """
+    from urllib.parse import urlsplit
+
+    from stackflow.backends import mask_url
+
+    value = os.environ.get("PREFECT_API_URL")
+    if not value:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (parsing the port is part of the check)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        usable = False
+    if not usable:
+        raise PrefectApiUrlError(
+            f"PREFECT_API_URL={echo(mask_url(value))} is not the address of a Prefect API; "
+            "accepted: http(s)://<host>[:port]/api. Nothing was changed.",
+            what_to_do="set PREFECT_API_URL to your Prefect server's API (such as "
+            "http://prefect-host:4200/api), or unset it to use this project's local server",
+        )
+    return value
+
+
 def use_local_prefect(settings: Settings) -> None:
     """With no PREFECT_API_URL, run against the project's own local server (started once, reused;
-    SQLite unless this state folder runs one in team mode). Runs send heartbeats either way."""
-    api_url = os.environ.get("PREFECT_API_URL")
+    SQLite unless this state folder runs one in team mode). Runs send heartbeats either way.
+
+    Raises:
+        PrefectApiUrlError: PREFECT_API_URL is not a URL.
+        PrefectUnreachable: it does not answer.
+    """
+    api_url = api_url_set()
     if api_url:
         auth = os.environ.get("PREFECT_API_AUTH_STRING")
         _check_reachable(api_url, auth)

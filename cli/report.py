@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from stackflow import exits
+from stackflow.infrastructure import named
 
 
 def fail(
@@ -169,6 +170,9 @@ def report_run(
         lost = prefect_lost(error)
         if lost:
             return ended(lost, exits.FAILED, f"{RECOVERY_HINT}; {log_hint}")
+        fault = named(error)
+        if fault is not None:
+            return ended(str(fault), exits.FAILED, f"{fault.what_to_do}; {log_hint}")
         return bug(error, log_file, as_json=as_json)
     if state.is_completed():
         summary = state.result()
@@ -233,16 +237,24 @@ def report_run(
     except Exception as exc:
         from stackflow.errors import StackflowError
 
-        if isinstance(exc, StackflowError):
-            return ended(str(exc), exits.FAILED, log_hint)
+        fault = named(exc)
+        if isinstance(exc, StackflowError) or fault is not None:
+            said = fault or exc
+            hint = getattr(said, "what_to_do", "")
+            code = exits.USAGE if isinstance(said, ValueError) else exits.FAILED
+            return ended(str(said), code, f"{hint}; {log_hint}" if hint else log_hint)
+        lost = prefect_lost(exc)
+        if lost:
+            return ended(lost, exits.FAILED, f"{RECOVERY_HINT}; {log_hint}")
         return bug(exc, log_file, as_json=as_json)
     return ended(f"flow ended in state {state.type.value}", exits.FAILED, log_hint)
 
 
 RECOVERY_HINT = (
-    "start the server again and run the same command: operations that were running may have "
-    "finished; the next run clears what they left (locks, pending operations), and the stack "
-    "slots they held free themselves when their leases expire (60 s)"
+    "start the server again (team mode on this machine: `python flows/run.py server start "
+    "--database postgres` starts its PostgreSQL too) and run the same command: operations that "
+    "were running may have finished; the next run clears what they left (locks, pending "
+    "operations), and the stack slots they held free themselves when their leases expire (60 s)"
 )
 
 
@@ -287,6 +299,16 @@ def prefect_lost(exc: BaseException) -> str:
             return (
                 f"the Prefect server at {api} stopped answering during the run "
                 f"({type(seen).__name__}); the run could not report to it"
+            )
+        status = getattr(getattr(seen, "response", None), "status_code", 0)
+        if type(seen).__name__ == "PrefectHTTPStatusError" and status >= 500:
+            from stackflow.backends import mask_url
+
+            api = mask_url(os.environ.get("PREFECT_API_URL") or _api_url())
+            return (
+                f"the Prefect server at {api} failed during the run (HTTP {status}): it answers, "
+                "but its database is gone or restarting (team mode: the project's PostgreSQL); "
+                "the run could not report to it"
             )
         seen = seen.__cause__ or seen.__context__
     return ""

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from flows.deployed import ensure_known, holds_resources, serve_local_cloud
+from flows.deployed import ensure_known, ensure_state_kept, holds_resources, serve_local_cloud
 from flows.gate import gated_up, planners, previewed_migrations
 from flows.pages import publish_status, record_run_history
 from flows.policies import checked_up, ready_policies, refused_by_policy
@@ -76,6 +76,11 @@ class PipelineRequest(BaseModel):
         False, description="Run `up` even on stacks whose fingerprint is unchanged."
     )
     confirm: bool = Field(False, description="Confirm destroying a protected (prod) environment.")
+    recreate: bool = Field(
+        False,
+        description="`up` of stacks whose state is gone from the backend although they were "
+        "deployed: deploy them anew (whatever is left in the cloud stays; nothing is adopted).",
+    )
 
 
 def run_pipeline(
@@ -107,10 +112,12 @@ def run_pipeline(
     if op is Operation.UP:
         require_exact_commit(settings)
     serve_local_cloud(settings)  # before a skipped stack's downstream steps reach it
-    ctx = build_context(settings, records=records)
+    ctx = build_context(settings, records=records, adopts=not request.recreate)
     selected = ctx.graph.select(request.stacks)
     if op in (Operation.DRIFT, Operation.DESTROY, Operation.REFRESH):
         ensure_known(ctx, records)
+    if op is Operation.UP and not request.recreate:
+        ensure_state_kept(settings, ctx.engine, ctx.graph, records, selected)
     if op is Operation.DESTROY:
         for name in selected:
             guard = ctx.graph[name].destroy_guard

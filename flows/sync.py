@@ -159,8 +159,11 @@ def _child_environment(settings: Settings, checkout: Path) -> dict[str, str]:
     return env
 
 
-def run_commit(settings: Settings, checkout: Path, head: str) -> tuple[int, dict[str, Any]]:
-    """Run the commit's own `up` of the environment; its exit code and its summary."""
+def run_commit(
+    settings: Settings, checkout: Path, head: str, recreate: bool = False
+) -> tuple[int, dict[str, Any]]:
+    """Run the commit's own `up` of the environment (`--recreate` when asked); its exit code and
+    its summary."""
     logger = get_run_logger()
     command = [
         sys.executable,
@@ -178,6 +181,7 @@ def run_commit(settings: Settings, checkout: Path, head: str) -> tuple[int, dict
         f"gitops-env:{settings.environment}",
         "--tag",
         f"commit:{head[:12]}",
+        *(["--recreate"] if recreate else []),
     ]
     with subprocess.Popen(
         command,
@@ -246,9 +250,12 @@ def sync_commit(
     branch: str,
     head: str,
     review: bool = False,
+    recreate: bool = False,
 ) -> dict[str, Any]:
     """Bring `settings.environment` to commit `head` of `branch` (see the module). Returns what
-    the sync did (`next`, `why`, `result`, the deploy's summary when one ran).
+    the sync did (`next`, `why`, `result`, the deploy's summary when one ran). `recreate`: run
+    the commit's `up --recreate` now, unless a run carries it already (a person's answer to a
+    state-loss refusal, which holds the commit).
 
     Raises:
         SyncFailed: the commit's run failed or was refused (recorded; retried with back-off).
@@ -261,6 +268,8 @@ def sync_commit(
     record = sync.read(records, env)
     deployed = read_environment(records, env) is not None
     decision = sync.decide(record, head, deployed=deployed, live=_live)
+    if recreate and decision.next is not sync.Next.RECONCILING:
+        decision = sync.Decision(sync.Next.DEPLOY, "asked to recreate", decision.supersede)
     outcome: dict[str, Any] = {
         "environment": env,
         "branch": branch,
@@ -302,7 +311,7 @@ def sync_commit(
         raise SyncFailed(f"{env}: {why}") from None
     checkout = handoff.checkout
     started = time.monotonic()
-    code, summary = run_commit(settings, checkout, head)
+    code, summary = run_commit(settings, checkout, head, recreate)
     result, message = _result_of(code, summary)
     if result is sync.Result.SUCCEEDED:
         short = verify_summary(handoff, code, summary)
@@ -367,12 +376,14 @@ def _report(settings: Settings, outcome: dict[str, Any]) -> None:
 
 
 @flow(name="sync", flow_run_name="sync-{environment}", log_prints=False, persist_result=False)
-def sync_environment(environment: str) -> dict[str, Any] | State:
+def sync_environment(environment: str, recreate: bool = False) -> dict[str, Any] | State:
     """Deploy the commit the environment's branch points at, if it is not deployed yet. A
     commit that did not deploy ends the run Failed with its reason (recorded), no traceback.
 
     Args:
         environment: an environment whose file names a branch under [git].
+        recreate: deploy it now with `up --recreate`: its stacks whose state is gone from the
+            backend are deployed anew (a sync's `up` is refused over lost state without it).
     """
     from flows.scope import check_scope
 
@@ -382,7 +393,7 @@ def sync_environment(environment: str) -> dict[str, Any] | State:
     git = Git(repository, token_of(settings.git.credentials_block))
     head = git.head_of(branch)
     try:
-        return sync_commit(settings, git, branch, head)
+        return sync_commit(settings, git, branch, head, recreate=recreate)
     except SyncFailed as exc:  # an expected outcome, recorded: its reason, not a traceback
         get_run_logger().error("%s", exc)
         return Failed(message=str(exc))

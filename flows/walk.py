@@ -24,6 +24,7 @@ from stackflow.errors import (
     StackflowError,
 )
 from stackflow.graphs import graph_of
+from stackflow.infrastructure import named
 from stackflow.migrator.errors import MigrationPlanChanged
 from stackflow.outcome import NodeOutcome, Status
 from stackflow.plan import DeployPlan
@@ -45,11 +46,14 @@ def retry_delays(settings: Settings) -> list[float]:
 
 
 def build_context(
-    settings: Settings, graph: StackGraph | None = None, records: Records | None = None
+    settings: Settings,
+    graph: StackGraph | None = None,
+    records: Records | None = None,
+    adopts: bool = True,
 ) -> RunContext:
-    """What every task of one run shares: settings, the engine, the graph, the redactor, the
-    records beside the backend."""
-    engine = get_engine(settings)
+    """What every task of one run shares: settings, the engine (`adopts`: see `get_engine`), the
+    graph, the redactor, the records beside the backend."""
+    engine = get_engine(settings, adopts)
     passphrase = state_passphrase(settings)
     redactor = Redactor(settings.secret_values())
     if passphrase:
@@ -202,6 +206,9 @@ def describe(exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, StackflowError) and text:
         return text
+    fault = named(exc)  # a full disk, a read-only file system: named, with what to do
+    if fault is not None:
+        return f"{fault}; what to do: {fault.what_to_do}"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -5,10 +5,11 @@ A fingerprint covers the program's source files, its arguments (settings and ups
 its config, the engine and the tool versions, and the policy packs its previews and updates run
 (their files and settings: a new rule reaches a stack that would be skipped). Each `up` records it in the stack's checkpoint (the
 `_stackflow` output, written by the same update; see `engine.automation.program.stamp_output`)
-with the outputs' values sealed under the state passphrase. So the decision needs one read of the
-checkpoint, no `pulumi` process and nothing from this machine's folder: a second worker decides
-the same; a lost, changed, locked or half-finished checkpoint, or one another tool wrote, never
-passes for "unchanged".
+with the outputs' values sealed under the state passphrase (a digest of them under a KMS provider).
+So the decision needs one read of the checkpoint, no `pulumi` process and nothing from this
+machine's folder: a second worker decides the same; a lost, changed, locked or half-finished
+checkpoint, one another tool wrote, or outputs edited under an intact stamp never pass for
+"unchanged".
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from pydantic import BaseModel
 
 from stackflow import __version__
 from stackflow.engine.base import INTERNAL_OUTPUT, OutputValue, StackSpec, StackState
-from stackflow.engine.sealed import open_outputs
+from stackflow.engine.sealed import vouched_outputs
 
 
 def compute(
@@ -59,7 +61,8 @@ def stamp(fingerprint: str | Future[str]) -> dict[str, Any]:
 
 
 def why_not_unchanged(state: StackState | None, fingerprint: str) -> str:
-    """Why the checkpoint does not prove the stack unchanged ("" when it does)."""
+    """Why the checkpoint's stamp does not match `fingerprint` ("" when it does). It reads no
+    seal: `judge` also checks that the outputs are those the stamp vouches for."""
     if state is None:
         return "no state in the backend (never deployed, or its state was lost)"
     if state.locked:
@@ -78,18 +81,38 @@ def why_not_unchanged(state: StackState | None, fingerprint: str) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Judged:
+    """Whether a stack's checkpoint proves its `up` would change nothing.
+
+    Attributes:
+        why: why it does not ("" when it does).
+        outputs: its outputs when it does (stackflow's stamp left out); None when it does but a
+            secret output is the engine's to read (a KMS provider: no seal to open it from).
+    """
+
+    why: str
+    outputs: dict[str, OutputValue] | None = None
+
+
+def judge(state: StackState | None, fingerprint: str, passphrase: str | None) -> Judged:
+    """Whether the stack is unchanged: its stamp matches `fingerprint` (see `why_not_unchanged`)
+    and its outputs are every one, and only, those the stamp's seal holds (a digest of them under
+    a KMS provider), so an output edited in the backend is never handed on as "unchanged"."""
+    why = why_not_unchanged(state, fingerprint)
+    if why or state is None:
+        return Judged(why or "no state in the backend")
+    why, opened = vouched_outputs(state.outputs, passphrase, fingerprint)
+    if why:
+        return Judged(why)
+    if opened is None:
+        return Judged("")
+    return Judged("", {k: v for k, v in opened.items() if k != INTERNAL_OUTPUT})
+
+
 def unchanged_outputs(
     state: StackState | None, fingerprint: str, passphrase: str | None
 ) -> dict[str, OutputValue] | None:
-    """The stack's outputs when its checkpoint proves it unchanged, else None.
-
-    Plain outputs come from the checkpoint; secret ones from the seal the update recorded beside
-    them. None also when a secret output cannot be opened (no passphrase, or another one): the
-    engine answers then.
-    """
-    if state is None or why_not_unchanged(state, fingerprint):
-        return None
-    opened = open_outputs(state.outputs, passphrase, fingerprint)
-    if opened is None:
-        return None
-    return {k: v for k, v in opened.items() if k != INTERNAL_OUTPUT}
+    """The stack's outputs when its checkpoint proves it unchanged (see `judge`), else None;
+    None also when a secret output is the engine's to read."""
+    return judge(state, fingerprint, passphrase).outputs

@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stackflow.errors import StackflowError
+from stackflow.infrastructure import replace_file
 from stackflow.processes import (
     clean_environment,
     port_free,
@@ -88,6 +90,17 @@ def healthy(url: str, timeout: float = 2.0, auth_string: str | None = None) -> b
         return False
 
 
+def ready(url: str, timeout: float = 2.0, auth_string: str | None = None) -> bool:
+    """Whether the Prefect server at `url` (without /api) reaches its database (`/api/ready`:
+    it answers 503 while its database does not)."""
+    request = urllib.request.Request(f"{url}/api/ready", headers=_auth_header(auth_string))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 def auth_string(home: Path) -> str:
     """The basic auth a team-mode server asks for (`stackflow:<random>`), generated once and kept
     0600 in its home; a second worker on this machine reads it from there."""
@@ -125,12 +138,19 @@ def drain_prefect_queues(timeout: float = 10.0) -> None:
     """
     if "prefect" not in sys.modules:
         return
+    import logging
+
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
-    with contextlib.suppress(Exception):
-        APILogWorker.drain_all(timeout=timeout, at_exit=False)
-        EventsWorker.drain_all(timeout=timeout, at_exit=False)
+    # best effort: a server that cannot take them (its database gone) prints nothing here
+    raising, logging.raiseExceptions = logging.raiseExceptions, False
+    try:
+        with contextlib.suppress(Exception):
+            APILogWorker.drain_all(timeout=timeout, at_exit=False)
+            EventsWorker.drain_all(timeout=timeout, at_exit=False)
+    finally:
+        logging.raiseExceptions = raising
 
 
 def _prefect_executable() -> str:
@@ -315,8 +335,13 @@ def ensure_local_prefect(
                 f"this state folder's Prefect server runs on {running_on}, not {database}: stop "
                 "it first with `python flows/run.py server stop`, then start it again"
             )
-        if healthy(url, auth_string=auth):
+        if running_on == "postgres":
+            TeamDatabase(state_dir, say)  # its PostgreSQL, started again if it died
+        if _answers(url, auth, running_on):
             return PrefectServer(url, home, int(info["pid"]), home / "server.log", running_on, auth)
+        if say is not None:  # alive but not answering, or not reaching its database: restarted
+            say(f"the Prefect server on {url} does not answer or reach its database: restarting it")
+        stop_prefect_server(int(info["pid"]))
     (home / "server.json").unlink(missing_ok=True)
     if not port_free(port):  # named before anything starts (team mode: its PostgreSQL)
         if healthy(url):
@@ -339,8 +364,23 @@ def ensure_local_prefect(
         home, port, database_url=database_url, auth=auth_string(home) if team else None
     )
     record = {"url": server.url, "pid": server.pid, "database": server.database, **extra}
-    (home / "server.json").write_text(json.dumps(record))
+    replace_file(home / "server.json", json.dumps(record))
     return server
+
+
+def _answers(url: str, auth: str | None, database: str, wait_s: float = 30.0) -> bool:
+    """Whether a running server answers healthy and, on PostgreSQL, reaches its database within
+    `wait_s` (its pool reconnects once a restarted PostgreSQL accepts connections)."""
+    if not healthy(url, auth_string=auth):
+        return False
+    if database != "postgres":
+        return True
+    deadline = time.monotonic() + wait_s
+    while not ready(url, auth_string=auth):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def server_record(state_dir: Path) -> dict[str, Any] | None:

@@ -29,6 +29,8 @@ import httpx
 from prefect.client.orchestration import get_client
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
+from stackflow.infrastructure import replace_file
+
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
 
@@ -220,7 +222,7 @@ def stack_slot(
                 )
             )
             record = {"pid": os.getpid(), "host": socket.gethostname(), "lease_id": lease_id}
-            holder.write_text(json.dumps(record))
+            replace_file(holder, json.dumps(record))  # whole, or named when the disk is full
         yield
 
 

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from stackflow.localprefect import (
         ensure_local_prefect,
         healthy,
+        ready,
         server_record,
         stop_local_prefect,
     )
@@ -106,11 +107,21 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
             auth = auth_string(settings.state.prefect)
         running = healthy(url, auth_string=auth)
-        report["prefect"] = {"url": url, "running": running, "database": database}
-        say(
-            f"Prefect {url}: {'running' if running else 'not running'}"
-            + (f" (on {database})" if database else "")
-        )
+        reaches = running and (database != "postgres" or ready(url, auth_string=auth))
+        report["prefect"] = {
+            "url": url,
+            "running": running,
+            "database": database,
+            "database_answers": reaches if running else None,
+        }
+        if reaches:
+            state = "running"
+        elif running:
+            state = "running, but its database does not answer (`server start --database "
+            state += "postgres` starts it again)"
+        else:
+            state = "not running"
+        say(f"Prefect {url}: {state}" + (f" (on {database})" if database else ""))
         report["backend_url"] = mask_url(settings.resolved_backend_url)
         report["records_url"] = mask_url(settings.resolved_records_url)
         say(f"Pulumi backend: {report['backend_url']}")
@@ -141,10 +152,11 @@ def install_on_team_server(
     """
     from prefect.client.orchestration import SyncPrefectClient
 
+    from cli.prefectapi import api_url_set
     from stackflow.crashes import AUTOMATION_NAME, install_zombie_automation
     from stackflow.notifications import install_notifications
 
-    api_url = os.environ.get("PREFECT_API_URL")
+    api_url = api_url_set()
     if not api_url:
         raise ServerUsage("set PREFECT_API_URL to the team's Prefect server first")
     auth = os.environ.get("PREFECT_API_AUTH_STRING") or None

@@ -30,10 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _liveness(settings: Settings) -> Callable[[str], bool] | None:
+    from cli.prefectapi import api_url_set
     from stackflow.localprefect import server_record
     from stackflow.status.live import prefect_liveness
 
-    api = os.environ.get("PREFECT_API_URL")
+    api = api_url_set()
     auth = os.environ.get("PREFECT_API_AUTH_STRING")
     if not api:
         found = server_record(settings.state_dir)

@@ -26,6 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "terminal asked (what a sync's run does)",
     )
     parser.add_argument(
+        "--recreate",
+        action="store_true",
+        help="deploy anew the stacks whose state is gone from the backend although the records "
+        "say they were deployed (refused without it); what is left of them in the cloud stays, "
+        "and nothing found there is adopted",
+    )
+    parser.add_argument(
         "--yes",
         "-y",
         action="store_true",
@@ -36,22 +43,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Deploy; the exit code of how the run ended."""
-    return run_flow_command(args, settings, "deploy", _refused, force=args.force)
+    return run_flow_command(
+        args, settings, "deploy", _refused, force=args.force, recreate=args.recreate
+    )
 
 
 def _refused(args: argparse.Namespace, settings: Settings) -> None:
     """What the flow refuses too, said before any server starts: a protected environment from a
-    checkout with edits (it deploys an exact commit), or with no one to approve its plan.
+    checkout with edits (it deploys an exact commit), or with no one to approve its plan; stacks
+    whose state is gone although they were deployed (without --recreate).
 
     Raises:
         UncommittedChanges: naming the changed files.
-        Refused: see `_no_one_to_ask`.
+        Refused: see `_no_one_to_ask` and `_state_kept`.
     """
     if settings.exact_commit:
         from stackflow.gitops.git import check_exact_commit
 
         check_exact_commit(settings.project_dir, settings.environment, settings.exact_commit)
     _no_one_to_ask(args, settings)
+    if not args.recreate:
+        _state_kept(args, settings)
+
+
+def _state_kept(args: argparse.Namespace, settings: Settings) -> None:
+    """Refuse an `up` over stacks whose state is gone although they were deployed.
+
+    Raises:
+        Refused: naming them and how to restore the state, or `--recreate` (see
+            `flows.deployed.ensure_state_kept`).
+    """
+    from cli.options import chosen_stacks
+    from flows.deployed import StateLost, ensure_state_kept
+    from graph import GRAPH
+    from stackflow.engine import get_engine
+    from stackflow.records.environments import records_of
+
+    names = GRAPH.select(chosen_stacks(args) or None)
+    try:
+        ensure_state_kept(settings, get_engine(settings), GRAPH, records_of(settings), names)
+    except StateLost as exc:
+        raise Refused(str(exc), what_to_do=exc.what_to_do) from None
 
 
 def _no_one_to_ask(args: argparse.Namespace, settings: Settings) -> None:

@@ -27,6 +27,29 @@ def new_log_file(state_dir: Path, command: str, environment: str) -> Path:
     return path
 
 
+class _LogFile(logging.FileHandler):
+    """The command's log file. A write the machine refuses (a full disk, a read-only file system)
+    is kept, once, for the end of the command to say: never Python's "--- Logging error ---"
+    traceback between the view's lines."""
+
+    failed: OSError | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        import sys
+
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+        elif self.failed is None:
+            self.failed = error
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:  # the last flush, on a full disk
+            self.failed = self.failed or exc
+
+
 class _Echo(logging.Handler):
     def __init__(self, echo: Callable[[str], None]) -> None:
         super().__init__()
@@ -52,7 +75,7 @@ def routed_logs(log_file: Path, echo: Callable[[str], None] | None = None) -> It
     formatter = logging.Formatter(
         "%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s", "%H:%M:%S"
     )
-    to_file = logging.FileHandler(log_file, encoding="utf-8")
+    to_file = _LogFile(log_file, encoding="utf-8")
     to_file.setFormatter(formatter)
     added: list[logging.Handler] = [to_file]
     if echo is not None:
@@ -76,12 +99,23 @@ def routed_logs(log_file: Path, echo: Callable[[str], None] | None = None) -> It
     for handler in added:
         root.addHandler(handler)
     logging.captureWarnings(True)  # library warnings go to the log, not between the view's lines
+    # A line that cannot be written or sent (a full disk, a Prefect server whose database is
+    # gone) prints no "--- Logging error ---" between the view's lines: the run's end says why.
+    raising, logging.raiseExceptions = logging.raiseExceptions, False
     try:
         yield log_file
     finally:
+        logging.raiseExceptions = raising
         logging.captureWarnings(False)
         for handler in added:
             root.removeHandler(handler)
             handler.close()
         for logger, handler in removed:
             logger.addHandler(handler)
+        if to_file.failed is not None:
+            why = to_file.failed.strerror or str(to_file.failed)
+            print(
+                f"warning: the log {log_file} is incomplete: a write to it failed ({why}); the "
+                "Prefect server has every line",
+                file=sys.stderr,
+            )

@@ -190,6 +190,11 @@ class Backend:
         (the state folder's own records are used)."""
         return None
 
+    def restore(self, url: str) -> str:
+        """How the stacks' state at `url` is put back from a backup, as a clause of an error's
+        what-to-do (a stack whose state is gone while the records say it was deployed)."""
+        return f"restore the {self.name} backend {mask_url(url)} from its own backup"
+
     def folder(self, url: str) -> Path | None:
         """The local folder that holds the backend at `url`, if it is one (it must exist before
         the CLI opens it)."""

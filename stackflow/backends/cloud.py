@@ -27,5 +27,8 @@ class PulumiCloudBackend(Backend):
                 "STACKFLOW_PULUMI_ACCESS_TOKEN, never from the URL"
             )
 
+    def restore(self, url: str) -> str:
+        return "Pulumi Cloud keeps every update: `pulumi stack import` one from the stack's history"
+
 
 BACKEND = PulumiCloudBackend()

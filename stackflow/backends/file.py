@@ -145,8 +145,10 @@ class FileRecords:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(staging, path)
-        except BaseException:
+        except BaseException as exc:
             staging.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.filename is None:  # a full disk: name the file
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
             raise
         _fsync_folder(path.parent)
 
@@ -213,6 +215,9 @@ class FileBackend(Backend):
 
     def records_beside(self, url: str) -> str | None:
         return str(folder_of(url) / ".stackflow")
+
+    def restore(self, url: str) -> str:
+        return f"put the folder {folder_of(url)} back from your backup of it"
 
     def folder(self, url: str) -> Path | None:
         return folder_of(url)

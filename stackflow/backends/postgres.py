@@ -298,6 +298,13 @@ class PostgresBackend(Backend):
 
         return PostgresAuditLog(url, project)
 
+    def restore(self, url: str) -> str:
+        return (
+            "`python flows/run.py server restore FILE` from a `server backup` (the project's own "
+            f"PostgreSQL), or restore the database of {mask_url(url)} from its own backup with "
+            "pg_restore"
+        )
+
     def records_beside(self, url: str) -> str | None:
         parts = urlsplit(url)
         query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "table"], safe="/")

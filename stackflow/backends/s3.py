@@ -331,6 +331,12 @@ class S3Backend(Backend):
 
         return S3AuditLog(url, project)
 
+    def restore(self, url: str) -> str:
+        return (
+            f"put the stacks' objects under .pulumi/stacks/ in {mask_url(url)} back from the "
+            "bucket's object versions or your backup of it"
+        )
+
     def records_beside(self, url: str) -> str | None:
         parts = urlsplit(url)
         path = parts.path.rstrip("/") + "/.stackflow"

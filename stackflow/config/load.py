@@ -32,7 +32,7 @@ from stackflow.config.sources import (
     project_layer,
     variable,
 )
-from stackflow.errors import SettingsError
+from stackflow.errors import SettingsError, echo
 from stackflow.redact import MASK
 
 ARGUMENT = "argument"
@@ -119,8 +119,13 @@ def get_settings(
     given = _argument_layer(arguments, labels)
 
     # Where the project is comes first: its files hold everything else.
-    chosen_dir = arguments.get("project_dir") or machine.values.get("project_dir") or PROJECT_ROOT
-    root = Path(chosen_dir).expanduser().resolve()
+    if arguments.get("project_dir"):
+        chosen_dir, named = arguments["project_dir"], "the project folder given"
+    elif machine.values.get("project_dir"):
+        chosen_dir, named = machine.values["project_dir"], "STACKFLOW_PROJECT_DIR"
+    else:
+        chosen_dir, named = PROJECT_ROOT, "the checkout's folder"
+    root = project_root(Path(chosen_dir), named)
     project, project_file = project_layer(root)
     _refuse_committed_passwords(project)
     name = str(arguments.get("environment", "dev"))
@@ -153,6 +158,48 @@ def get_settings(
         raise SettingsError(
             "invalid settings:\n  " + "\n  ".join(_format(exc, merged.origins))
         ) from None
+
+
+class ProjectFolderError(SettingsError):
+    """The project folder (STACKFLOW_PROJECT_DIR) is not a folder this machine can read."""
+
+
+def project_root(chosen: Path, named: str) -> Path:
+    """The project folder `chosen`, resolved, once it is shown to be a folder.
+
+    Args:
+        named: where it came from, as the error names it (STACKFLOW_PROJECT_DIR).
+
+    Raises:
+        ProjectFolderError: it does not exist, is not a folder, or its path is longer than the
+            system takes; naming `named`, the path (cut short) and what to do.
+    """
+    shown = f"{named}={echo(str(chosen))}"
+    what_to_do = "set STACKFLOW_PROJECT_DIR to the project's folder (the one with stackflow.toml "
+    what_to_do += "and environments/), or unset it to use this checkout"
+    try:
+        root = chosen.expanduser().resolve()
+        is_dir, exists = root.is_dir(), root.exists()
+    except OSError as exc:  # a path longer than the system takes, a loop of links
+        why = exc.strerror or str(exc)
+        raise ProjectFolderError(
+            f"{shown} cannot be used as the project folder ({why}; {len(str(chosen))} "
+            "characters). Nothing was changed.",
+            what_to_do=what_to_do,
+        ) from None
+    except RuntimeError:  # a loop of links on older Pythons
+        raise ProjectFolderError(
+            f"{shown} cannot be used as the project folder (a loop of links). Nothing was changed.",
+            what_to_do=what_to_do,
+        ) from None
+    if not is_dir:
+        what = "is a file, not a folder" if exists else "names no folder"
+        raise ProjectFolderError(
+            f"{shown} {what}: the project folder holds stackflow.toml and environments/. "
+            "Nothing was changed.",
+            what_to_do=what_to_do,
+        )
+    return root
 
 
 def _refuse_committed_passwords(project: Layer) -> None:

@@ -160,6 +160,13 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
         raise SettingsError(
             f"{shown}: not UTF-8 text; save it as UTF-8. Nothing was changed."
         ) from None
+    except RecursionError:  # Python's TOML parser recurses once per level of nesting
+        raise SettingsError(
+            f"{shown}: arrays or tables nested too deep to read (thousands of levels); a "
+            "settings file needs a few. Nothing was changed.",
+            what_to_do=f"remove the deeply nested value from {shown}: each setting is a plain "
+            "value, a short list or a table of them",
+        ) from None
     except OSError as exc:
         raise SettingsError(f"{shown}: cannot be read ({exc.strerror or exc}).") from None
 

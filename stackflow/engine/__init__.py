@@ -39,11 +39,13 @@ __all__ = [
 ]
 
 
-def get_engine(settings: Settings) -> Engine:
+def get_engine(settings: Settings, adopts: bool = True) -> Engine:
     """The real Pulumi engine for these settings (the cloud they name), built on first use: the
     skip path's questions (versions, a stack's state) are answered without Pulumi's SDK (see
-    `stackflow.engine.deferred`)."""
+    `stackflow.engine.deferred`). `adopts`: an update AWS refused because a create's resource
+    exists already adopts it when it is provably the stack's (off for `up --recreate`; see
+    `stackflow.engine.automation.adoption`)."""
     from stackflow.engine.deferred import DeferredEngine
 
-    engine: Engine = DeferredEngine(settings)
+    engine: Engine = DeferredEngine(settings, adopts)
     return engine

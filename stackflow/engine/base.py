@@ -216,6 +216,7 @@ class OperationResult:
     # the update is UNKNOWN_WIRE (or holds it), a secret one the preview hides has value None
     projected: Mapping[str, OutputValue] = field(default_factory=dict)
     violations: tuple[Violation, ...] = ()  # what the policy packs reported (advisory ones)
+    healed: str = ""  # what the operation healed on its way (a lost create's resource adopted)
 
     def shown_outputs(self) -> dict[str, Any]:
         return {k: v.shown() for k, v in self.outputs.items()}

@@ -32,6 +32,7 @@ from stackflow.errors import (
     StackError,
     TransientStackError,
 )
+from stackflow.infrastructure import in_cli_text
 from stackflow.redact import Redactor
 
 _MAX_DETAIL_LINES = 20
@@ -190,6 +191,14 @@ def program_raised(text: str) -> str | None:
     return f"{named[1]}: {message}" if named else message
 
 
+def _infrastructure(exc: BaseException, text: str) -> Diagnosis | None:
+    """A write of the CLI's own that the machine refused: a full disk, a read-only backend."""
+    fault = in_cli_text(text, "a write of the Pulumi CLI's")
+    if fault is None:
+        return None
+    return Diagnosis("infrastructure", False, f"{fault}; what to do: {fault.what_to_do}")
+
+
 UNKNOWN = Diagnosis("unknown", False, "the Pulumi CLI failed")
 
 # First match wins. The lock comes first (nothing else runs while it is held); then what stops the
@@ -198,6 +207,7 @@ UNKNOWN = Diagnosis("unknown", False, "the Pulumi CLI failed")
 _CHECKS: tuple[Callable[[BaseException, str], Diagnosis | None], ...] = (
     _LOCK,
     _PASSPHRASE,
+    _infrastructure,
     _plugin_missing,
     _plugin_crashed,
     _PLAN_VIOLATION,

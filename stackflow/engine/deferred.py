@@ -36,8 +36,9 @@ class DeferredEngine:
 
     name = NAME
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, adopts: bool = True) -> None:
         self.settings = settings
+        self.adopts = adopts
         self._guard = threading.Lock()
         self._engine: Engine | None = None
         self._versions: dict[str, str] | None = None
@@ -49,7 +50,7 @@ class DeferredEngine:
             if self._engine is None:
                 from stackflow.engine.automation import AutomationEngine
 
-                self._engine = AutomationEngine(self.settings)
+                self._engine = AutomationEngine(self.settings, adopts=self.adopts)
             return self._engine
 
     @property

@@ -220,6 +220,8 @@ def _pyproject(path: Path) -> list[Pin]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise DependencyError(f"{path}: cannot be read as TOML ({exc})") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise DependencyError(f"{path}: cannot be read as TOML (nested too deep)") from None
     found: list[Pin] = []
     for text in data.get("project", {}).get("dependencies", []) or []:
         try:

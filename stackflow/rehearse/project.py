@@ -90,6 +90,11 @@ def load_yaml(path: Path) -> Any:
         raise ProjectError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise ProjectError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise ProjectError(
+            f"{path}: lists or maps nested too deep to read (thousands of levels). Nothing was "
+            "changed."
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""

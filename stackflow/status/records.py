@@ -143,3 +143,11 @@ def forget_environment(records: Records, environment: str) -> None:
         migrations_key(environment),
     ]:
         records.delete(key, expect_version=None)
+
+
+def last_success(records: Records, environment: str, stack: str) -> dict[str, Any] | None:
+    """The stack's last successful change as its record keeps it (operation, status, at, commit,
+    run), or None when it has none: the one read of a stack's record outside `status`."""
+    found = records.get(stack_key(environment, stack))
+    succeeded = found.value.get("succeeded") if found is not None else None
+    return dict(succeeded) if isinstance(succeeded, dict) else None

@@ -34,6 +34,9 @@ def report(
     """The stack's outcome, its drift marks set or cleared, and the live view told."""
     operation, changes = call.operation, done.changes
     status = completed(operation, changes)
+    if done.healed:  # what the engine healed on the way (a lost create's resource adopted)
+        ctx = call.ctx
+        ctx.healed[call.node] = "; ".join(n for n in (ctx.healed.get(call.node), done.healed) if n)
     _mark(call, inputs.spec, changes)
     outcome = NodeOutcome(
         call.node,

@@ -30,11 +30,11 @@ def skipped(call: StackCall, inputs: Inputs, force: bool) -> NodeOutcome | None:
         return None
     ctx, spec = call.ctx, inputs.spec
     state = ctx.engine.state(spec)  # one read of the backend, no pulumi process
-    why = fingerprint.why_not_unchanged(state, inputs.fingerprint)
-    if why:
-        call.logger.info("%s runs: %s", spec.label, why)
+    judged = fingerprint.judge(state, inputs.fingerprint, ctx.passphrase)
+    if judged.why:
+        call.logger.info("%s runs: %s", spec.label, judged.why)
         return None
-    outputs = fingerprint.unchanged_outputs(state, inputs.fingerprint, ctx.passphrase)
+    outputs = judged.outputs
     if outputs is None:  # unchanged, but its secrets are the engine's to read
         outputs = ctx.engine.outputs(spec)
     call.logger.info("%s %s: skipped, no engine call", spec.label, UNCHANGED)

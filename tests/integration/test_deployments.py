@@ -234,11 +234,12 @@ def test_served_deployments_expose_a_typed_described_parameter_form(
     schema = deploy.parameter_openapi_schema
     assert schema is not None
     props = schema["properties"]
-    assert list(props) == ["environment", "stacks", "force", "cloud"]
+    assert list(props) == ["environment", "stacks", "force", "cloud", "recreate"]
     assert props["environment"]["type"] == "string" and props["environment"]["default"] == "dev"
     # frozen: the UI shows it read-only and the server refuses a run that asks for another
     assert props["environment"]["readOnly"] is True and props["environment"]["enum"] == ["dev"]
     assert props["force"]["type"] == "boolean" and props["force"]["default"] is False
+    assert props["recreate"]["type"] == "boolean" and props["recreate"]["default"] is False
     # where to deploy: empty (None) means what the environment's file says
     assert props["cloud"]["default"] is None
     clouds = [c for c in props["cloud"]["anyOf"] if c.get("type") != "null"]

@@ -167,3 +167,44 @@ def test_an_update_without_stackflows_stamp_reads_its_secret_outputs_from_the_cl
     assert commands == ["stack init", "config set-all", "up", "stack output", "stack output"]
     assert {k: (v.value, v.secret) for k, v in up.outputs.items()} == cli_outputs(first, spec)
     first.run(Operation.DESTROY, spec, Listener())
+
+
+def test_a_stamp_without_a_passphrase_vouches_for_the_outputs_by_a_digest(
+    engine: Callable[[], AutomationEngine], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A KMS secrets provider leaves no passphrase to key a seal (the program is given none here;
+    the local cloud's CLI still encrypts with its own): the stamp records a digest of the plain
+    outputs and the secret ones' names, never a secret's value. The skip's judgement accepts the
+    checkpoint as written (its secrets then the engine's to read), and an output edited in the
+    checkpoint afterwards, under the intact stamp, is named and never "unchanged"."""
+    import json
+
+    from stackflow.engine.automation import engine as engine_module
+
+    real = engine_module.pulumi_program
+    monkeypatch.setattr(
+        engine_module, "pulumi_program", lambda p, d, s, _passphrase: real(p, d, s, None)
+    )
+    environment = unique("dev")
+    spec = StackSpec(PROJECT, environment, NODE, probe_program(environment), REGION)
+    stamp = stamped(spec)
+    ran = engine()
+    ran.run(Operation.UP, spec, Listener(), stamp=stamp)
+    state = ran.state(spec)
+    assert state is not None and state.stamp is not None
+    assert "sealed" not in state.stamp and str(state.stamp["digest"]).startswith("sha256:")
+    assert f"s3cr3t-{environment}" not in json.dumps(state.outputs)
+    judged = fingerprint.judge(state, stamp["fingerprint"], ran.ws.passphrase)
+    assert judged == fingerprint.Judged("", None)  # unchanged; its secrets are the CLI's to read
+
+    path = tmp_path / "state" / "pulumi-local" / ".pulumi" / "stacks" / "known-probe"
+    checkpoint = path / f"{environment}.json"
+    saved = json.loads(checkpoint.read_text())
+    (root,) = [
+        r for r in saved["checkpoint"]["latest"]["resources"] if r["type"] == "pulumi:pulumi:Stack"
+    ]
+    root["outputs"]["nested"]["c"]["d"] = "edited"
+    checkpoint.write_text(json.dumps(saved))
+    edited = fingerprint.judge(ran.state(spec), stamp["fingerprint"], ran.ws.passphrase)
+    assert edited.outputs is None and "differ from those its last up recorded" in edited.why
+    ran.run(Operation.DESTROY, spec, Listener())

@@ -300,6 +300,48 @@ def test_a_run_that_ends_without_its_summary_is_failed_never_deployed(worker: Re
     worker.commit("run.py back", {"flows/run.py": (ROOT / "flows" / "run.py").read_text()})
 
 
+def test_lost_state_holds_a_sync_and_a_sync_asked_to_recreate_deploys_anew(worker: Repo) -> None:
+    """Local cloud: the app's resources gone (destroyed) and its checkpoint lost while its record
+    still says it was deployed: the next commit's sync is refused by its own `up` (the state is
+    gone; nothing is created) and held; the sync run with `recreate` runs `up --recreate`, which
+    deploys the app anew, the other stacks skipped, and the environment is healthy at it."""
+    from flows.sync import sync_environment
+    from stackflow.records import open_records
+    from stackflow.records.projects import ProjectRecords
+    from stackflow.status.records import stack_key
+
+    env = worker.environment
+    state = Path(worker.variables["STACKFLOW_STATE_DIR"])
+    store = open_records(str(state / "records"))
+    records, key = ProjectRecords(store, "stackflow"), stack_key(env, "app")
+    found = records.get(key)
+    assert found is not None and found.value["succeeded"]["operation"] == "up", found
+    gone = cli(process_env(worker.variables), "destroy", "--env", env, "--stacks", "app", "--yes")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    stacks = state / "pulumi-local" / ".pulumi" / "stacks" / "stackflow-app"
+    for lost in stacks.glob(f"{env}.json*"):
+        lost.unlink()  # the checkpoint lost, and its backup beside it
+    now = records.get(key)
+    assert now is not None
+    records.put(key, found.value, expect_version=now.version)  # "deployed", as before the loss
+
+    head = worker.commit("a commit after the loss", {})
+    refused = sync(env)
+    assert refused.is_failed(), refused
+    attempted = gitops_record(worker)["attempted"]
+    assert attempted["commit"] == head and attempted["result"] == "refused", attempted
+    assert f"the state of {env}/app (deployed " in attempted["message"], attempted["message"]
+    assert not list(stacks.glob(f"{env}.json"))  # nothing was created
+    assert sync(env).result()["next"] == "held"
+
+    asked = sync_environment(environment=env, recreate=True, return_state=True)
+    assert asked.is_completed(), asked
+    summary = asked.result()["summary"]
+    assert summary["engine_calls"] == ["up:app"], summary["engine_calls"]
+    assert {s["stack"]: s["status"] for s in summary["stacks"]}["verify"] == "healthy"
+    assert_status_agrees(worker, env, head, "ready")
+
+
 def _paused_run(commit: str, timeout: float = 240) -> Any:
     """The deploy run a sync started for `commit`, once it waits for approval."""
     from prefect.client.orchestration import get_client

@@ -274,3 +274,31 @@ def test_a_survey_the_program_cuts_short_says_where_it_stopped_and_what_it_found
     assert "the program's traceback is in" in result.stderr and "Traceback" not in result.stderr
     stacks = tmp_path / "state" / "pulumi-local" / ".pulumi" / "stacks" / "cut-short"
     assert not (stacks / "dev.json").exists()
+
+
+def test_a_resource_of_your_own_program_that_exists_already_is_reported_never_adopted(
+    cloud_env: dict[str, str], local_cloud: Any, tmp_path: Path
+) -> None:
+    """Local cloud: the log group a project of your own names exists already (made beforehand,
+    tagged as yours would be): AWS refuses the create, and the rehearsal fails naming it and
+    what to do; stackflow adopts nothing of a program of your own, and the state holds no log
+    group."""
+    import uuid
+
+    group = f"/rehearsed/{uuid.uuid4().hex[:8]}"
+    program = f'import pulumi_aws as aws\n\naws.cloudwatch.LogGroup("audit", name="{group}")\n'
+    folder = write_project(tmp_path / "audit", "rehearsed-audit", program, {})
+    local_cloud.client("logs").create_log_group(logGroupName=group)
+
+    result = cli(cloud_env, "rehearse", str(folder), timeout=300)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert (
+        "AWS refused to create what exists already: the local cloud holds "
+        "aws:cloudwatch/logGroup:LogGroup audit (ResourceAlreadyExistsException); stackflow "
+        "never adopts a resource of your own program: delete it, or `pulumi import` it"
+    ) in error, error
+    checkpoint = tmp_path / "state" / "pulumi-local" / ".pulumi" / "stacks" / "rehearsed-audit"
+    state = json.loads((checkpoint / "dev.json").read_text())["checkpoint"]["latest"]
+    assert not [r for r in state.get("resources") or [] if "logGroup" in r["type"]], state

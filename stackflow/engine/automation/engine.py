@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 import pulumi.automation as auto
 from pulumi.automation.events import EngineEvent
 
+from stackflow.engine.automation.adoption import CreateWatch, adopting
 from stackflow.engine.automation.command import LockWatchers, RunningCommands
 from stackflow.engine.automation.commands import run_command
-from stackflow.engine.automation.failures import stale_lock_advice
+from stackflow.engine.automation.failures import explain
 from stackflow.engine.automation.host import Hosts, stamp_job
 from stackflow.engine.automation.known import KnownStack
 from stackflow.engine.automation.observer import StepObserver
@@ -41,7 +42,6 @@ from stackflow.engine.base import (
 )
 from stackflow.engine.classify import (
     classify,
-    diagnose,
     error_detail,
     is_lock_conflict,
     scrub_plan_violation,
@@ -49,9 +49,8 @@ from stackflow.engine.classify import (
 from stackflow.engine.classify import is_transient_error as is_transient_error
 from stackflow.engine.pending import Recovery
 from stackflow.engine.versions import engine_versions
-from stackflow.errors import OperationCancelled, PermanentStackError, StackError, StackflowError
+from stackflow.errors import OperationCancelled, StackError, StackflowError
 from stackflow.redact import Redactor
-from stackflow.secretbox import passphrase_source
 from stackflow.settings import Settings
 
 T = TypeVar("T")
@@ -65,8 +64,9 @@ class AutomationEngine:
 
     name = "automation"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, adopts: bool = True) -> None:
         self.settings = settings
+        self.adopts = adopts  # off: `up --recreate` (see `adoption`)
         self.cloud = settings.cloud
         self.commands = RunningCommands(settings.stall_timeout_s, settings.cancel_grace_s)
         self.ws = Workspaces(settings, self.commands)
@@ -118,21 +118,8 @@ class AutomationEngine:
                 conflicts = self._lock_conflicts.pop(spec.label, 0) + 1
                 if locked:
                     self._lock_conflicts[spec.label] = conflicts
-        if cancelled:
-            return OperationCancelled(
-                spec.label,
-                redactor(f"operation cancelled on request; the CLI said: {error_detail(exc)}"),
-            )
-        error = classify(exc, spec.label, redactor)
-        if diagnose(exc).category == "passphrase":  # say where the passphrase in use came from
-            error = type(error)(
-                spec.label, f"{error.reason} (read from {passphrase_source(self.settings)})"
-            )
-        if locked and run and conflicts > self.settings.stack_retries:
-            return PermanentStackError(
-                spec.label, redactor(stale_lock_advice(self.ws, spec, conflicts, error))
-            )
-        return error
+        stale = conflicts if locked and run and conflicts > self.settings.stack_retries else 0
+        return explain(exc, spec, redactor, self.ws, cancelled=cancelled, stale_after=stale)
 
     # -- operations --
 
@@ -170,12 +157,17 @@ class AutomationEngine:
             OperationCancelled: `cancel` was called while it ran.
         """
         self.ws.teach(spec, listener)
-        return self._call(
-            spec,
-            listener.redactor,
-            lambda: self._run(operation, spec, listener, plan, refresh, stamp),
-            run=True,
-        )
+
+        def attempt(creates: CreateWatch | None) -> OperationResult:
+            def go() -> OperationResult:
+                return self._run(operation, spec, listener, plan, refresh, stamp, creates)
+
+            return self._call(spec, listener.redactor, go, run=True)
+
+        if operation is not Operation.UP or not self.adopts:
+            return attempt(None)
+        # a create AWS refused because its answer was lost earlier: adopted, then run again
+        return adopting(self.ws, spec, listener, attempt, self._running_on, plan is not None)
 
     def _run(
         self,
@@ -185,6 +177,7 @@ class AutomationEngine:
         plan: Path | None,
         refresh: bool,
         stamp: Mapping[str, Any] | None,
+        creates: CreateWatch | None = None,
     ) -> OperationResult:
         watch = Stopwatch()
         stack = self._open(spec)
@@ -204,6 +197,8 @@ class AutomationEngine:
         def on_event(event: EngineEvent) -> None:
             stack.observe(event, operation)  # its summary answers the SDK's `info()`: no process
             observer(event)
+            if creates is not None:
+                creates(event)
 
         def on_output(line: str) -> None:
             listener.line(scrub_plan_violation(line))  # a plan violation prints secret values

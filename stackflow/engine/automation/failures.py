@@ -1,11 +1,47 @@
-"""Advice for the failures a person must decide about."""
+"""What a failed engine command becomes: a cancel, a classified error that says where the
+passphrase in use came from, or advice for the failures a person must decide about."""
 
 from __future__ import annotations
 
 from stackflow.backends import mask_url
 from stackflow.engine.automation.workspace import Workspaces
 from stackflow.engine.base import StackSpec
-from stackflow.errors import StackError
+from stackflow.engine.classify import classify, diagnose, error_detail
+from stackflow.errors import OperationCancelled, PermanentStackError, StackError
+from stackflow.redact import Redactor
+from stackflow.secretbox import passphrase_source
+
+
+def explain(
+    exc: BaseException,
+    spec: StackSpec,
+    redactor: Redactor,
+    ws: Workspaces,
+    *,
+    cancelled: bool,
+    stale_after: int,
+) -> StackError:
+    """The StackError a failed command of `spec` raises.
+
+    Args:
+        cancelled: the operation was cancelled on request.
+        stale_after: the stack's lock was held through this many attempts (0: not so).
+    """
+    if cancelled:
+        return OperationCancelled(
+            spec.label,
+            redactor(f"operation cancelled on request; the CLI said: {error_detail(exc)}"),
+        )
+    error = classify(exc, spec.label, redactor)
+    if diagnose(exc).category == "passphrase":  # say where the passphrase in use came from
+        error = type(error)(
+            spec.label, f"{error.reason} (read from {passphrase_source(ws.settings)})"
+        )
+    if stale_after:
+        return PermanentStackError(
+            spec.label, redactor(stale_lock_advice(ws, spec, stale_after, error))
+        )
+    return error
 
 
 def stale_lock_advice(ws: Workspaces, spec: StackSpec, attempts: int, error: StackError) -> str:

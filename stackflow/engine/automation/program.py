@@ -14,6 +14,7 @@ import pulumi.automation as auto
 
 from stackflow.engine.base import INTERNAL_OUTPUT, ProgramFn
 from stackflow.engine.hosted import HostedProgram
+from stackflow.engine.sealed import outputs_digest
 
 if TYPE_CHECKING:
     from stackflow.secretbox import StampSeal
@@ -47,9 +48,11 @@ def passphrase_sealer(passphrase: str | None) -> Sealer | None:
 def stamp_output(stamp: Mapping[str, Any], exports: Mapping[str, Any], seal: Sealer | None) -> Any:
     """The output an update records for stackflow, atomic with the update itself: its stamp (the
     fingerprint of the inputs, the stackflow version) and, sealed with a key derived from the
-    state passphrase (`seal`), the values of every export. A later run skips the stack only when the
-    checkpoint's stamp matches its own inputs, and takes the secret outputs from the seal (no
-    `pulumi` process to decrypt them). The seal is ciphertext, so it is stored as a plain output
+    state passphrase (`seal`), the values of every export (under a KMS provider, which leaves no
+    passphrase, a digest of the plain ones: `stackflow.engine.sealed.outputs_digest`). A later run
+    skips the stack only when the checkpoint's stamp matches its own inputs and its outputs are
+    those the seal (or digest) holds, and takes the secret outputs from the seal (no `pulumi`
+    process to decrypt them). The seal is ciphertext, so it is stored as a plain output
     (Pulumi would otherwise encrypt the ciphertext again under its own slower key).
 
     The fingerprint may be a future: an update that started before its upstream stacks ended
@@ -64,12 +67,31 @@ def stamp_output(stamp: Mapping[str, Any], exports: Mapping[str, Any], seal: Sea
             )
         )
     record: dict[str, Any] = dict(stamp)
-    if seal is not None and exports:
+    if not exports:
+        return record
+    if seal is not None:
         sealer = seal(str(fingerprint))
         sealed = pulumi.Output.all(**exports).apply(sealer.seal)
         record["salt"] = sealer.salt
         record["sealed"] = pulumi.Output.unsecret(sealed)
+    else:  # a KMS provider: no passphrase to key a seal with, so a digest of the plain exports
+        record["digest"] = pulumi.Output.unsecret(_digest(exports))
     return record
+
+
+def _digest(exports: Mapping[str, Any]) -> pulumi.Output[str]:
+    """`sealed.outputs_digest` of the exports: their plain values, their secret ones' names."""
+
+    async def secret_names() -> list[str]:
+        return [k for k, v in exports.items() if await pulumi.Output.from_input(v).is_secret()]
+
+    def digest(found: list[Any]) -> str:
+        names, values = found
+        plain = {k: v for k, v in values.items() if k not in names}
+        return outputs_digest(plain, names)
+
+    names: pulumi.Output[list[str]] = pulumi.Output.from_input(secret_names())
+    return pulumi.Output.all(names, pulumi.Output.all(**exports)).apply(digest)
 
 
 def pulumi_program(

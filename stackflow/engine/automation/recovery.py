@@ -75,7 +75,7 @@ def recover(
     stack = ws.stack(spec, create=False)
     if stack is None:
         return Recovery(unlocked, where=where)
-    exported = _export(stack)
+    exported = export_state(stack)
     deployment: dict[str, Any] = exported.get("deployment") or {}
     pending: list[dict[str, Any]] = list(deployment.get("pending_operations") or [])
     if not pending:
@@ -142,7 +142,7 @@ def place(ws: Workspaces) -> str:
     return "the local cloud" if ws.local else "AWS"
 
 
-def _export(stack: auto.Stack) -> dict[str, Any]:
+def export_state(stack: auto.Stack) -> dict[str, Any]:
     """The stack's state as `pulumi stack export` writes it, its secrets still encrypted."""
     result = run_stack_command(stack, ["stack", "export"])
     found: dict[str, Any] = json.loads(result.stdout or "{}")
@@ -176,11 +176,19 @@ def _adopt(
     # it that depends on it: at the end, the order stays valid.
     deployment["resources"] = [*resources, *adopted]
     deployment["pending_operations"] = []
+    import_state(ws, spec, stack, {**exported, "deployment": deployment})
+
+
+def import_state(
+    ws: Workspaces, spec: StackSpec, stack: auto.Stack, exported: Mapping[str, Any]
+) -> None:
+    """`pulumi stack import` of `exported` (an export's shape, secrets encrypted), through a
+    0600 file in the stack's workspace that is removed afterwards."""
     folder = ws.work_dir(spec)
     descriptor, name = tempfile.mkstemp(prefix=".recovered-", suffix=".json", dir=folder)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:  # 0600, like mkstemp made it
-            json.dump({**exported, "deployment": deployment}, file)
+            json.dump(exported, file)
         run_stack_command(stack, ["stack", "import", "--file", name])
     finally:
         with contextlib.suppress(FileNotFoundError):
