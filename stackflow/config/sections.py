@@ -308,6 +308,13 @@ class GitSettings(Section):
         le=1_000_000,
         description="Most files a commit a worker exports may hold; more is refused by name.",
     )
+    notes: bool = Field(
+        True,
+        description="Whether a sync writes a git note (refs/notes/stackflow) on each commit it "
+        "deployed, refused or failed, and pushes it to the repository: `git log "
+        "--notes=stackflow` then shows where each commit runs. Set false on a worker that may "
+        "not push.",
+    )
     credentials_block: str | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",

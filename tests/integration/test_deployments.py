@@ -21,7 +21,7 @@ from deployments.serve import (
     build_deployments,
     deployment_specs,
     main,
-    trigger,
+    triggers,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,7 +194,7 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
             tuple(sorted(s.parameters.items())),
             (s.cron,) if s.cron else (),
             s.tags,
-            (trigger(s).model_dump_json(),) if s.triggered_by else (),
+            tuple(t.model_dump_json() for t in triggers(s)),
         )
         for s in deployment_specs(None, project_dir=ROOT)
     }
