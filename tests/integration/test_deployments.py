@@ -182,11 +182,13 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
         flow_name = load_flow_from_entrypoint(f"{ROOT / path}:{func}").name
         crons = tuple(s["cron"] for s in raw.get("schedules", []))
         params = tuple(sorted((raw.get("parameters") or {}).items()))
-        triggers = tuple(
+        automations = tuple(
             DeploymentEventTrigger.model_validate(t).model_dump_json()
             for t in raw.get("triggers", [])
         )
-        in_yaml.add((flow_name, raw["name"], params, crons, tuple(raw.get("tags", [])), triggers))
+        in_yaml.add(
+            (flow_name, raw["name"], params, crons, tuple(raw.get("tags", [])), automations)
+        )
     served = {
         (
             s.flow,
