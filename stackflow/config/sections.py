@@ -287,8 +287,10 @@ class GitSettings(Section):
         60,
         ge=60,
         le=24 * 3600,
-        description="How often sync/<env> and review/branches ask the repository for new "
-        "commits (seconds, 60 to 86400).",
+        description="How often gitops/poll (for every followed environment at once, the "
+        "shortest of their intervals) and review/branches ask the repository for new commits "
+        "(seconds, 60 to 86400); a push event starts a sync at once. Also the first back-off "
+        "after a failed commit.",
     )
     review_branches: list[str] = Field(
         default_factory=list,
