@@ -47,7 +47,7 @@ def note_outcome(settings: Settings, git: Git, outcome: dict[str, Any], review: 
     )
     try:
         write_note(git, settings.state.git_mirrors, str(outcome["commit"]), line)
-    except GitError as exc:
+    except (GitError, OSError) as exc:  # the mirror's lock or folder, or git itself
         get_run_logger().warning(
             "%s: the note of commit %s was not pushed to the repository (%s); a worker that "
             "may not push sets STACKFLOW_GIT_NOTES=false",
