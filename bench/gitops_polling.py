@@ -28,227 +28,36 @@ import json
 import os
 import random
 import shutil
-import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import ROOT, merge_results, run_metadata, say
+from benchkit import merge_results, run_metadata, say
+from gitops_rig import (
+    INTERVAL_S,
+    RUNNER_POLL_S,
+    branch_of,
+    database,
+    first_sync_run,
+    flow_runs_by_flow,
+    git,
+    hook_up,
+    make_project,
+    make_repository,
+    names,
+    push,
+    seed_records,
+    serving,
+    tree_cpu_s,
+    wait_served,
+)
 
 KEY = "gitops_polling"
-HOOK = ROOT / "scripts" / "git_hooks" / "post_receive.py"
-INTERVAL_S = 60  # the shortest interval the settings accept: the poll's worst case
-RUNNER_POLL_S = 10  # PREFECT_RUNNER_POLL_FREQUENCY, Prefect's default: the worker's poll interval
-_TICKS = os.sysconf("SC_CLK_TCK")
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    "PATH": "/usr/bin:/bin",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, env=GIT_ENV
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {done.stderr}")
-    return done.stdout.strip() + done.stderr.strip()
-
-
-def names(count: int) -> list[str]:
-    return [f"dev-g{i:03d}" for i in range(count)]
-
-
-def branch_of(environment: str) -> str:
-    return f"env/{environment.removeprefix('dev-g')}"
-
-
-# --- what is measured -------------------------------------------------------------------------
-
-
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds of a process and every descendant, alive or reaped by one of them."""
-    parents: dict[int, int] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)], stats[int(entry.name)] = int(fields[1]), fields
-    tree, grown = {root}, True
-    while grown:
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
-        grown, tree = bool(more), tree | more
-    total = sum(sum(int(stats[p][i]) for i in (11, 12, 13, 14)) for p in tree if p in stats)
-    return total / _TICKS
-
-
-def database(home: Path) -> dict[str, int]:
-    """The Prefect server's SQLite database: bytes on disk (with its WAL) and rows that grow."""
-    [path] = list(home.rglob("prefect.db"))
-    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
-        rows = {
-            table: int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-            for table in ("flow_run", "flow_run_state", "log", "events", "event_resources")
-        }
-    return {"bytes": size, **rows}
-
-
-def flow_runs_by_flow(after: datetime) -> dict[str, int]:
-    """Flow runs created since `after`, by flow name (scheduled ahead ones included)."""
-    from prefect.client.orchestration import get_client
-
-    counts: dict[str, int] = {}
-    with get_client(sync_client=True) as client:
-        flows = {f.id: f.name for f in client.read_flows()}
-        offset = 0
-        while True:
-            page = client.read_flow_runs(limit=200, offset=offset)
-            for run in page:
-                if run.created and run.created >= after:
-                    name = flows.get(run.flow_id, "?")
-                    counts[name] = counts.get(name, 0) + 1
-            if len(page) < 200:
-                return counts
-            offset += 200
-
-
-# --- the setup ---------------------------------------------------------------------------------
-
-
-def make_repository(folder: Path, environments: list[str]) -> tuple[Path, Path]:
-    """A bare repository with one branch per environment at one commit, and a working copy."""
-    origin, work = folder / "origin.git", folder / "work"
-    git(folder, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(folder, "clone", "-q", str(origin), str(work))
-    (work / "README.md").write_text("refs for the GitOps benchmark\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "first")
-    git(work, "push", "-q", "origin", *(f"HEAD:refs/heads/{branch_of(e)}" for e in environments))
-    return origin, work
-
-
-def make_project(folder: Path, origin: Path, environments: list[str]) -> Path:
-    project = folder / "project"
-    (project / "environments").mkdir(parents=True)
-    (project / "stackflow.toml").write_text(
-        (ROOT / "stackflow.toml").read_text() + f'\n[git]\nrepository = "{origin}"\n'
-    )
-    for env in environments:
-        (project / "environments" / f"{env}.toml").write_text(
-            f'kind = "dev"\ncloud = "local"\n\n[git]\nbranch = "{branch_of(env)}"\n'
-            f"interval_s = {INTERVAL_S}\n"
-        )
-    return project
-
-
-def seed_records(environments: list[str], head: str) -> None:
-    """Each environment deployed at `head`, as a sync that deployed it leaves the records."""
-    from stackflow.gitops import sync
-    from stackflow.records.environments import record_attempt, record_outcome, records_of
-    from stackflow.settings import get_settings
-
-    for env in environments:
-        settings = get_settings(env, strict=False)
-        records = records_of(settings)
-        record_attempt(records, settings)
-        record_outcome(records, settings, succeeded=True)
-        sync.note_seen(records, env, head, {"branch": branch_of(env)})
-        sync.begin(records, env, head, {"sync_run": None}, sync.read(records, env))
-        sync.finish(records, env, head, sync.Result.SUCCEEDED, "deployed", INTERVAL_S)
-
-
-@contextmanager
-def serving(env: dict[str, str], design: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """This script's `_serve` in a process of its own (its own process group), stopped after."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, __file__, "_serve", design],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield process
-    finally:
-        import signal
-
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def serve_gitops(design: str) -> None:
-    """Serve the GitOps deployments of every declared environment: `after` as
-    deployments/serve.py builds them (gitops/poll + sync/<env> on push events), `before` as it
-    built them until now (sync/<env> each on its own interval, no poll, no events)."""
-    from datetime import timedelta
-
-    from prefect.schedules import Interval
-
-    from deployments.serve import build_deployments, serve_bounded
-    from flows.sync import sync_environment
-
-    if design == "after":
-        chosen = [d for d in build_deployments() if d.flow_name in ("gitops", "sync")]
-    else:
-        from stackflow.settings import declared_environments, get_settings
-
-        project = Path(os.environ["STACKFLOW_PROJECT_DIR"])
-        chosen = [
-            sync_environment.to_deployment(  # type: ignore[misc]
-                name=env,
-                parameters={"environment": env},
-                schedules=[Interval(timedelta(seconds=get_settings(env).git.interval_s))],
-            )
-            for env in declared_environments(project)
-        ]
-    serve_bounded(chosen, limit=8)
-
-
-def wait_served(count: int, log: Path, timeout: float = 600) -> None:
-    """Until `count` deployments are registered and polled by the runner."""
-    from prefect.client.orchestration import get_client
-
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while time.monotonic() < deadline:
-            polled = [d for d in client.read_deployments(limit=200) if d.last_polled is not None]
-            offset = 200
-            while len(polled) < count:
-                page = client.read_deployments(limit=200, offset=offset)
-                if not page:
-                    break
-                polled += [d for d in page if d.last_polled is not None]
-                offset += 200
-            if len(polled) >= count:
-                return
-            time.sleep(2)
-    raise RuntimeError(
-        f"{count} deployments not served in {timeout:.0f}s:\n{log.read_text()[-3000:]}"
-    )
-
-
-# --- the measurements --------------------------------------------------------------------------
 
 
 def quiet_hour(server_pid: int, serve_pid: int, home: Path, minutes: float) -> dict[str, Any]:
@@ -271,34 +80,14 @@ def quiet_hour(server_pid: int, serve_pid: int, home: Path, minutes: float) -> d
     }
 
 
-def first_sync_run(environment: str, after: datetime, timeout: float) -> Any:
-    """The first sync run of `environment` created after `after`, once it is running."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
-
-    deadline = time.monotonic() + timeout
-    with get_client(sync_client=True) as client:
-        while time.monotonic() < deadline:
-            runs = client.read_flow_runs(
-                deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=[environment]))
-            )
-            begun = [r for r in runs if r.created >= after and r.start_time is not None]
-            if begun:
-                run = min(begun, key=lambda r: r.created)
-                states = client.read_flow_run_states(run.id)
-                return run, states
-            time.sleep(0.1)
-    raise RuntimeError(f"no sync run of {environment} began within {timeout:.0f}s")
-
-
 def push_latency(work: Path, environment: str, hooked: bool) -> dict[str, Any]:
     """Push a commit to the environment's branch; seconds until its sync run was created, picked
     up (Pending) and running."""
-    (work / "PUSHED.md").write_text(f"{environment} {time.time()}\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", f"a commit for {environment}")
-    pushed = datetime.now(UTC)
-    told = git(work, "push", "origin", f"HEAD:refs/heads/{branch_of(environment)}")
+    pushed, told = push(
+        work,
+        f"refs/heads/{branch_of(environment)}",
+        {"PUSHED.md": f"{environment} {time.time()}\n"},
+    )
     assert ("stackflow: told Prefect" in told) == hooked, told
     run, states = first_sync_run(environment, pushed, timeout=INTERVAL_S + 3 * RUNNER_POLL_S + 60)
     pending = next(s.timestamp for s in states if s.type.value == "PENDING")
@@ -352,11 +141,15 @@ def measure(design: str, count: int, minutes: float, pushes: int, unhooked: int)
                 pushes,
                 unhooked,
             )
+    except BaseException:
+        say(f"kept {folder} (serve.log, the Prefect server's home) for a look")
+        raise
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     finally:
         for key in env:
             os.environ.pop(key, None)
         stop_prefect_server(server.pid)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _measured(
@@ -381,16 +174,16 @@ def _measured(
         say(f"{design}: measuring {minutes} minute(s) with nothing changing")
         figures = quiet_hour(server_pid, served.pid, folder / "prefect-server", minutes)
         figures["environments"] = count
+        say(f"{design}: nothing changing: {json.dumps(figures)}")
         if design == "after" and pushes:
-            shutil.copy2(HOOK, origin / "hooks" / "post-receive")
-            git(origin, "config", "stackflow.prefectApiUrl", env["PREFECT_API_URL"])
+            hook_up(origin, env["PREFECT_API_URL"])
             chosen = random.Random(7).sample(environments, pushes + unhooked)
             hooked = []
             for env_name in chosen[:pushes]:
                 time.sleep(random.uniform(0, RUNNER_POLL_S))  # any phase of the runner's poll
                 hooked.append(push_latency(work, env_name, hooked=True))
                 say(f"push through the hook: {hooked[-1]}")
-            (origin / "hooks" / "post-receive").unlink()
+            hook_up(origin, None)
             polled = []
             for env_name in chosen[pushes:]:
                 time.sleep(random.uniform(0, INTERVAL_S))
@@ -403,10 +196,6 @@ def _measured(
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["_serve"]:
-        serve_gitops(argv[1])
-        return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--environments", type=int, default=100)
     parser.add_argument("--minutes", type=float, default=10.0, help="quiet window measured")
