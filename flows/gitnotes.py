@@ -11,9 +11,11 @@ from prefect.logging import get_run_logger
 from flows.summary import flow_run_url
 from stackflow.gitops.git import Git, GitError
 from stackflow.gitops.notes import NoteLine, write_note
+from stackflow.gitops.sync import Result
 from stackflow.settings import Settings
 
-NOTED = frozenset({"succeeded", "failed", "refused", "rejected", "expired", "superseded"})
+# every way an attempt ends but `running` and `cancelled` (tried again at the next sync)
+NOTED = frozenset(set(Result) - {Result.RUNNING, Result.CANCELLED})
 
 
 def review_url(summary: dict[str, Any]) -> str | None:
