@@ -8,12 +8,10 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 from deployments.specs import (
-    DRIFT_EVENT,
     ENTRYPOINTS,
     POOL,
     REVIEW_POOL,
     TIMEZONE,
-    TRIGGER_WITHIN_S,
     DeploymentSpec,
 )
 from stackflow import arenas
@@ -67,19 +65,19 @@ def _deployment(spec: DeploymentSpec, pool: str) -> dict[str, Any]:
         entry["schedules"] = [{"cron": spec.cron, "timezone": TIMEZONE}]
     elif spec.interval_s:
         entry["schedules"] = [{"interval": spec.interval_s}]
-    if spec.triggered_by:
-        env = spec.parameters["environment"]
+    if spec.triggers:
         entry["triggers"] = [
             {
                 "type": "event",
-                "name": f"{spec.full_name} on {DRIFT_EVENT}",
-                "description": f"run {spec.full_name} when {DRIFT_EVENT} names environment {env}",
-                "expect": [DRIFT_EVENT],
-                "match": {"stackflow.environment": env},
+                "name": f"{spec.full_name} on {' or '.join(t.events)}",
+                "description": f"run {spec.full_name} when {t.about}",
+                "expect": list(t.events),
+                "match": dict(t.match),
                 "posture": "Reactive",
                 "threshold": 1,
-                "within": TRIGGER_WITHIN_S,
+                "within": t.within_s,
             }
+            for t in spec.triggers
         ]
     return entry
 

@@ -3,7 +3,9 @@
 Per environment the project declares (environments/<name>.toml): deploy, preview and destroy (on
 demand from the UI or `prefect deployment run`) and drift on a cron (nightly by default), each
 acting on that environment only; preview also runs, through a Prefect automation, when a
-`stackflow.drift.detected` event names its environment. For the ephemeral kind (pr-<n>, ...):
+`stackflow.drift.detected` event names its environment. An environment that follows a branch gets
+sync (run when a `stackflow.git.pushed` event names its branch, and by gitops/poll, one run per
+interval for all of them, when it finds the branch moved). For the ephemeral kind (pr-<n>, ...):
 deploy, preview and destroy that accept names of that kind only, and the hourly cleanup of
 expired ones. Runs execute in this process; for work pools and workers, deployments/prefect.yaml
 declares the same set (`--write-prefect-yaml` regenerates it from this module).
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
-    from prefect.events import DeploymentEventTrigger
+    from prefect.events import DeploymentTriggerTypes, TriggerTypes
 
 from deployments.specs import (  # noqa: F401  (what callers import from here)
     DEFAULT_CLEANUP_CRON,
@@ -56,6 +58,7 @@ def build_deployments(
 
     from flows.cleanup import cleanup_expired
     from flows.pipeline import deploy, destroy, drift, preview
+    from flows.poll import poll_branches
     from flows.review import review_branches
     from flows.sync import sync_environment
 
@@ -69,6 +72,7 @@ def build_deployments(
             cleanup_expired,
             sync_environment,
             review_branches,
+            poll_branches,
         )
     }
 
@@ -90,7 +94,7 @@ def build_deployments(
                 description=spec.description,
                 schedules=schedules(spec),
                 entrypoint_type=EntrypointType.MODULE_PATH,
-                triggers=[trigger(spec)] if spec.triggered_by else None,
+                triggers=triggers(spec) or None,
             ),
         )
         for spec in deployment_specs(environments, drift_cron, cleanup_cron)
@@ -98,20 +102,22 @@ def build_deployments(
     ]
 
 
-def trigger(spec: DeploymentSpec) -> DeploymentEventTrigger:
-    """The automation that runs `spec` when its event names the spec's environment."""
+def triggers(spec: DeploymentSpec) -> list[DeploymentTriggerTypes | TriggerTypes]:
+    """The automations that run `spec` when an event matches (its drift, its branch's push)."""
     from prefect.events import DeploymentEventTrigger
 
-    env = spec.parameters["environment"]
-    return DeploymentEventTrigger(
-        name=f"{spec.full_name} on {spec.triggered_by}",
-        description=f"run {spec.full_name} when {spec.triggered_by} names environment {env}",
-        expect={spec.triggered_by},
-        match={"stackflow.environment": env},
-        posture="Reactive",
-        threshold=1,
-        within=timedelta(seconds=TRIGGER_WITHIN_S),
-    )
+    return [
+        DeploymentEventTrigger(
+            name=f"{spec.full_name} on {' or '.join(t.events)}",
+            description=f"run {spec.full_name} when {t.about}",
+            expect=set(t.events),
+            match=dict(t.match),
+            posture="Reactive",
+            threshold=1,
+            within=timedelta(seconds=t.within_s),
+        )
+        for t in spec.triggers
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:

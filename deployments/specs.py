@@ -18,6 +18,11 @@ DRIFT_EVENT = "stackflow.drift.detected"
 # One drift run emits one event per drifted stack; the automation fires on the first and then
 # stays quiet for this long, so one drift run starts one preview.
 TRIGGER_WITHIN_S = 600
+# What scripts/git-hooks/post-receive (or a forge's webhook relay) sends when a branch moves or
+# is deleted: a nudge to ask the repository now, never trusted for the commit itself.
+PUSH_EVENT = "stackflow.git.pushed"
+DELETED_EVENT = "stackflow.git.deleted"
+BRANCH_LABEL = "stackflow.branch"
 EPHEMERAL = "ephemeral"
 POOL = "stackflow"
 # Review, ephemeral and cleanup runs go to workers of their own (their own host or OS user, their
@@ -31,7 +36,24 @@ ENTRYPOINTS = {
     "cleanup-expired": "flows/cleanup.py:cleanup_expired",
     "sync": "flows/sync.py:sync_environment",
     "review": "flows/review.py:review_branches",
+    "gitops": "flows/poll.py:poll_branches",
 }
+
+
+@dataclass(frozen=True)
+class EventTrigger:
+    """An automation that runs a deployment when an event's resource has these labels.
+
+    Args:
+        events: the event names it expects.
+        match: resource labels and the values (a trailing `*` matches a prefix) they must have.
+        within_s: 0 fires on every event; more fires on the first and then stays quiet that long.
+    """
+
+    events: tuple[str, ...]
+    match: dict[str, str | list[str]]
+    within_s: int
+    about: str  # what names it in the UI: "when ... names environment dev"
 
 
 @dataclass(frozen=True)
@@ -44,8 +66,8 @@ class DeploymentSpec:
     cron: str | None = None
     description: str = ""
     tags: tuple[str, ...] = ("stackflow",)
-    triggered_by: str | None = None  # an event that also runs it, when it names this environment
-    interval_s: int | None = None  # runs every so many seconds (GitOps: ask the branch)
+    triggers: tuple[EventTrigger, ...] = ()  # events that also run it
+    interval_s: int | None = None  # runs every so many seconds (GitOps: ask the branches)
 
     @property
     def full_name(self) -> str:
@@ -96,6 +118,7 @@ def deployment_specs(
         validate_cron_string(cron)
     chosen = environments if environments is not None else declared_environments(root)
     specs = []
+    followed: dict[str, int] = {}  # environment -> its [git] interval_s
     for env in dict.fromkeys(chosen):  # keep order, drop repeats
         validate_environment_name(env)
         if is_ephemeral_name(env):
@@ -116,7 +139,7 @@ def deployment_specs(
                     f"{what} the {env} environment, and only it (on demand"
                     + (f"; and on {DRIFT_EVENT})" if what == "preview" else ")"),
                     tags,
-                    DRIFT_EVENT if what == "preview" else None,
+                    (_drift_trigger(env),) if what == "preview" else (),
                 )
             )
         specs.append(
@@ -132,17 +155,10 @@ def deployment_specs(
         )
         git = get_settings(env, project_dir=root, strict=False).git
         if git.branch:
-            specs.append(
-                DeploymentSpec(
-                    "sync",
-                    env,
-                    params,
-                    description=f"GitOps: every {git.interval_s}s, deploy the commit {env}'s "
-                    f"branch {git.branch!r} points at, if it is not deployed yet",
-                    tags=tags,
-                    interval_s=git.interval_s,
-                )
-            )
+            followed[env] = git.interval_s
+            specs.append(_sync_spec(env, git.branch, tags))
+    if followed:
+        specs.append(_poll_spec(followed))
     kind_tags = ("stackflow", f"{KIND_TAG}{EPHEMERAL}")
     if ephemeral:
         for what in ("deploy", "preview", "destroy"):
@@ -165,10 +181,19 @@ def deployment_specs(
                 "review",
                 "branches",
                 {},
-                description=f"GitOps: every {team_git.interval_s}s, an ephemeral environment "
-                f"per branch matching {patterns} (pr/123 -> pr-123), deployed at each new commit "
+                description=f"GitOps: every {team_git.interval_s}s, and at once when a branch "
+                f"matching {patterns} is pushed or deleted ({PUSH_EVENT}), an ephemeral "
+                "environment per such branch (pr/123 -> pr-123), deployed at each new commit "
                 "and destroyed when the branch is gone",
                 tags=kind_tags,
+                triggers=(
+                    EventTrigger(
+                        (PUSH_EVENT, DELETED_EVENT),
+                        {BRANCH_LABEL: [_prefix_pattern(p) for p in team_git.review_branches]},
+                        0,
+                        f"a branch matching {patterns} moves",
+                    ),
+                ),
                 interval_s=team_git.interval_s,
             )
         )
@@ -184,3 +209,51 @@ def deployment_specs(
         )
     )
     return specs
+
+
+def _drift_trigger(environment: str) -> EventTrigger:
+    return EventTrigger(
+        (DRIFT_EVENT,),
+        {"stackflow.environment": environment},
+        TRIGGER_WITHIN_S,
+        f"{DRIFT_EVENT} names environment {environment}",
+    )
+
+
+def _sync_spec(environment: str, branch: str, tags: tuple[str, ...]) -> DeploymentSpec:
+    """sync/<env>: no schedule of its own (gitops/poll asks for every environment at once), and
+    at once on every push of its branch."""
+    return DeploymentSpec(
+        "sync",
+        environment,
+        {"environment": environment},
+        description=f"GitOps: deploy the commit {environment}'s branch {branch!r} points at, if "
+        f"it is not deployed yet; started at once by {PUSH_EVENT} naming {branch!r}, and by "
+        "gitops/poll when it finds the branch moved",
+        tags=tags,
+        triggers=(
+            EventTrigger((PUSH_EVENT,), {BRANCH_LABEL: branch}, 0, f"branch {branch!r} moves"),
+        ),
+    )
+
+
+def _poll_spec(followed: dict[str, int]) -> DeploymentSpec:
+    """gitops/poll: one run per interval for every environment that follows a branch (the
+    shortest of their intervals), starting sync/<env> only where the branch moved."""
+    interval = min(followed.values())
+    return DeploymentSpec(
+        "gitops",
+        "poll",
+        {"environments": sorted(followed)},
+        description=f"GitOps fallback: every {interval}s, ask each followed repository once "
+        f"(git ls-remote) and start sync/<env> for the environments whose branch moved "
+        f"({len(followed)} followed); an unchanged branch starts no run",
+        interval_s=interval,
+    )
+
+
+def _prefix_pattern(pattern: str) -> str:
+    """An event match for a branch pattern: Prefect matches a literal or a prefix ending in `*`,
+    so a pattern's literal start and `*` (review/branches then applies the whole pattern)."""
+    cut = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
+    return pattern if cut == len(pattern) else pattern[:cut] + "*"

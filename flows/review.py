@@ -16,6 +16,7 @@ from prefect.logging import get_run_logger
 
 from flows.cleanup import destroy_environment
 from flows.events import emit_environment_event
+from flows.gitnotes import review_url
 from flows.sync import NotFollowing, SyncFailed, sync_commit, token_of
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync
@@ -34,7 +35,7 @@ def publish_review(name: str, branch: str, outcome: dict[str, Any]) -> None:
     """A deployed review environment's URL and outputs (as the run showed them: secrets masked)."""
     stacks = (outcome.get("summary") or {}).get("stacks") or []
     outputs = {s["stack"]: s.get("outputs") or {} for s in stacks if s.get("outputs")}
-    url = next((o.get("url") for o in outputs.values() if isinstance(o.get("url"), str)), None)
+    url = review_url(outcome.get("summary") or {})
     lines = [f"# review environment `{name}`", "", f"- branch `{branch}` at `{outcome['commit']}`"]
     if url:
         lines.append(f"- URL: {url}")

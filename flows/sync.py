@@ -35,6 +35,7 @@ from prefect.logging import get_run_logger
 from prefect.states import Failed
 
 from flows.events import emit_environment_event
+from flows.gitnotes import note_outcome, review_url, run_link
 from flows.handoff import REQUIRED_FILES, Handoff, check_handoff, verify_summary
 from flows.pages import publish_status
 from flows.summary import current_flow_run_id, flow_run_going
@@ -91,7 +92,7 @@ def token_of(name: str | None) -> str | None:
     return str(value) if value else None
 
 
-def _live(attempt: dict[str, Any]) -> bool:
+def attempt_live(attempt: dict[str, Any]) -> bool:
     """Whether the sync run carrying `attempt` still goes (asked of Prefect)."""
     run = attempt.get("sync_run")
     return bool(run) and flow_run_going(str(run))
@@ -267,7 +268,7 @@ def sync_commit(
     sync.note_seen(records, env, head, follows)
     record = sync.read(records, env)
     deployed = read_environment(records, env) is not None
-    decision = sync.decide(record, head, deployed=deployed, live=_live)
+    decision = sync.decide(record, head, deployed=deployed, live=attempt_live)
     if recreate and decision.next is not sync.Next.RECONCILING:
         decision = sync.Decision(sync.Next.DEPLOY, "asked to recreate", decision.supersede)
     outcome: dict[str, Any] = {
@@ -303,7 +304,12 @@ def sync_commit(
         check_handoff(handoff)  # the worker's own checks, before the commit's code runs
     except SettingsError as exc:  # CommitRefused, locks, its file, protection, scope
         sync.finish(records, env, head, sync.Result.REFUSED, str(exc), settings.git.interval_s)
-        _report(settings, outcome | {"result": sync.Result.REFUSED.value, "message": str(exc)})
+        _report(
+            settings,
+            git,
+            review,
+            outcome | {"result": sync.Result.REFUSED.value, "message": str(exc)},
+        )
         raise SyncFailed(f"{env}: {exc}") from None
     except (GitError, OSError) as exc:
         why = f"commit {head[:12]} could not be fetched or exported: {exc}"
@@ -323,10 +329,10 @@ def sync_commit(
     outcome |= {"result": result.value, "message": message, "summary": summary}
     if (saved.get("attempted") or {}).get("commit") != head:  # a newer commit took its place
         outcome["result"] = sync.Result.SUPERSEDED.value
-        _report(settings, outcome)
+        _report(settings, git, review, outcome)
         logger.info("%s: commit %s was superseded: %s", env, head[:12], message)
         return outcome
-    _report(settings, outcome)
+    _report(settings, git, review, outcome)
     if result is sync.Result.SUCCEEDED:
         return outcome
     retry = saved.get("retry_at")
@@ -338,8 +344,9 @@ def sync_commit(
     raise SyncFailed(f"{env}: commit {head[:12]} {result.value}: {message}{then}")
 
 
-def _report(settings: Settings, outcome: dict[str, Any]) -> None:
-    """The sync's outcome as a `sync-<env>` artifact and a `stackflow.gitops.synced` event."""
+def _report(settings: Settings, git: Git, review: bool, outcome: dict[str, Any]) -> None:
+    """The sync's outcome as a `sync-<env>` artifact, a `stackflow.gitops.synced` event (with
+    the links a forge's commit status needs) and the commit's git note."""
     env = settings.environment
     summary = outcome.get("summary") or {}
     stacks = summary.get("stacks") or []
@@ -370,9 +377,12 @@ def _report(settings: Settings, outcome: dict[str, Any]) -> None:
             "result": outcome.get("result"),
             "message": str(outcome.get("message") or "")[:1000],
             "stacks": {s["stack"]: s["status"] for s in stacks},
+            "run": run_link(outcome),
+            "url": review_url(summary) if review else None,
         },
     )
     sync_reported(settings, outcome)
+    note_outcome(settings, git, outcome, review)
 
 
 @flow(name="sync", flow_run_name="sync-{environment}", log_prints=False, persist_result=False)

@@ -287,8 +287,10 @@ class GitSettings(Section):
         60,
         ge=60,
         le=24 * 3600,
-        description="How often sync/<env> and review/branches ask the repository for new "
-        "commits (seconds, 60 to 86400).",
+        description="How often gitops/poll (for every followed environment at once, the "
+        "shortest of their intervals) and review/branches ask the repository for new commits "
+        "(seconds, 60 to 86400); a push event starts a sync at once. Also the first back-off "
+        "after a failed commit.",
     )
     review_branches: list[str] = Field(
         default_factory=list,
@@ -307,6 +309,13 @@ class GitSettings(Section):
         ge=10,
         le=1_000_000,
         description="Most files a commit a worker exports may hold; more is refused by name.",
+    )
+    notes: bool = Field(
+        True,
+        description="Whether a sync writes a git note (refs/notes/stackflow) on each commit it "
+        "deployed, refused or failed, and pushes it to the repository: `git log "
+        "--notes=stackflow` then shows where each commit runs. Set false on a worker that may "
+        "not push.",
     )
     credentials_block: str | None = Field(
         None,

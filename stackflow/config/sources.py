@@ -93,6 +93,7 @@ HOMES: dict[Key, frozenset[str]] = {
     ("policy", "disabled"): _E,
     ("policy", "config"): _P | _E,
     ("notifications", "block"): _PM,
+    ("git", "notes"): _PM,
     ("localcloud", "port"): _M,
     ("localcloud", "dir"): _M,
 }

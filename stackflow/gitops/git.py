@@ -73,6 +73,11 @@ class Git:
             "GIT_ASKPASS": "true",
             "GCM_INTERACTIVE": "never",
             "LC_ALL": "C",  # git's words in errors, whatever the worker's locale
+            # who writes the notes (stackflow.gitops.notes): the only commits a worker makes
+            "GIT_AUTHOR_NAME": "stackflow",
+            "GIT_AUTHOR_EMAIL": "stackflow@localhost",
+            "GIT_COMMITTER_NAME": "stackflow",
+            "GIT_COMMITTER_EMAIL": "stackflow@localhost",
         }
         if self.token:
             basic = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()

@@ -21,7 +21,7 @@ from deployments.serve import (
     build_deployments,
     deployment_specs,
     main,
-    trigger,
+    triggers,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,11 +182,13 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
         flow_name = load_flow_from_entrypoint(f"{ROOT / path}:{func}").name
         crons = tuple(s["cron"] for s in raw.get("schedules", []))
         params = tuple(sorted((raw.get("parameters") or {}).items()))
-        triggers = tuple(
+        automations = tuple(
             DeploymentEventTrigger.model_validate(t).model_dump_json()
             for t in raw.get("triggers", [])
         )
-        in_yaml.add((flow_name, raw["name"], params, crons, tuple(raw.get("tags", [])), triggers))
+        in_yaml.add(
+            (flow_name, raw["name"], params, crons, tuple(raw.get("tags", [])), automations)
+        )
     served = {
         (
             s.flow,
@@ -194,7 +196,7 @@ def test_prefect_yaml_matches_what_serve_registers() -> None:
             tuple(sorted(s.parameters.items())),
             (s.cron,) if s.cron else (),
             s.tags,
-            (trigger(s).model_dump_json(),) if s.triggered_by else (),
+            tuple(t.model_dump_json() for t in triggers(s)),
         )
         for s in deployment_specs(None, project_dir=ROOT)
     }

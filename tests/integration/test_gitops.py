@@ -198,6 +198,9 @@ def test_a_new_commit_deploys_and_an_unchanged_branch_costs_nothing(worker: Repo
     assert "summary" not in again.result()  # no deploy ran
     assert engine_updates(worker, worker.environment) == before
     assert gitops_record(worker)["seen"]["commit"] == first
+    # the repository hears back: the commit's note names the environment and the deploy's run
+    note = git(worker.origin, "log", "--notes=stackflow", "--format=%N", "-1", first)
+    assert f"{worker.environment}: deployed " in note and f"run {summary['ui_url']}" in note, note
 
 
 def test_a_bad_commit_fails_backs_off_and_a_fixed_one_heals(worker: Repo) -> None:
@@ -214,6 +217,8 @@ def test_a_bad_commit_fails_backs_off_and_a_fixed_one_heals(worker: Repo) -> Non
     record = gitops_record(worker)
     assert record["attempted"]["commit"] == locked and record["attempted"]["result"] == "refused"
     assert "zzz-unheard-of 1.0 (this worker: not locked)" in record["attempted"]["message"]
+    note = git(worker.origin, "notes", "--ref=stackflow", "show", locked)
+    assert note.startswith(f"{worker.environment}: refused ") and "zzz-unheard-of" in note, note
     held = sync(worker.environment)
     assert held.is_completed() and held.result()["next"] == "held", held.result()
 

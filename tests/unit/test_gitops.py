@@ -275,35 +275,52 @@ def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> N
     assert "# TYPE stackflow_stacks_failing gauge" in text
 
 
-def test_environments_that_follow_a_branch_get_a_sync_deployment_and_branches_a_review_one(
+def test_followed_environments_share_one_poll_and_sync_at_once_on_their_branch_s_push(
     tmp_path: Path,
 ) -> None:
-    """The deployments as data: sync/<env> for an environment whose file names a branch (every
-    interval_s, scoped to it), review/branches when the project names review patterns (ephemeral
-    names only), and both in prefect.yaml with interval schedules."""
+    """The deployments as data: sync/<env> for an environment whose file names a branch (no
+    schedule of its own, scoped to it, run by an automation when a push event names its branch),
+    one gitops/poll for all of them (every shortest interval_s, listing them), review/branches
+    when the project names review patterns (its interval, and on pushes of matching branches),
+    and the same in prefect.yaml."""
     import yaml  # type: ignore[import-untyped]
 
     from deployments.prefect_yaml import prefect_yaml
-    from deployments.serve import deployment_specs
+    from deployments.serve import deployment_specs, triggers
 
     project = make_project(tmp_path / "project")
     variables = {"STACKFLOW_PROJECT_DIR": str(project)}
     declare(variables, "dev", git={"branch": "main", "repository": "/srv/r.git", "interval_s": 90})
+    declare(variables, "qa", git={"branch": "release/1", "repository": "/srv/r.git"})
     declare(variables, "staging")
     (project / "stackflow.toml").write_text(
-        '[git]\nrepository = "/srv/r.git"\nreview_branches = ["pr/*"]\ninterval_s = 120\n'
+        '[git]\nrepository = "/srv/r.git"\nreview_branches = ["pr/*", "x[0-9]"]\ninterval_s = 120\n'
     )
     specs = {s.full_name: s for s in deployment_specs(project_dir=project)}
-    assert specs["sync/dev"].interval_s == 90 and specs["sync/dev"].parameters == {
-        "environment": "dev"
-    }
-    assert "env:dev" in specs["sync/dev"].tags
+    sync_dev = specs["sync/dev"]
+    assert sync_dev.interval_s is None and sync_dev.cron is None  # no run of its own per interval
+    assert sync_dev.parameters == {"environment": "dev"} and "env:dev" in sync_dev.tags
+    [push] = triggers(sync_dev)
+    assert push.expect == {"stackflow.git.pushed"} and push.within.total_seconds() == 0
+    assert push.match.model_dump() == {"stackflow.branch": "main"}
     assert "sync/staging" not in specs  # it follows no branch
+    poll = specs["gitops/poll"]
+    assert poll.interval_s == 90 and poll.parameters == {"environments": ["dev", "qa"]}  # shortest
+    assert not poll.review  # the trusted pool's: it reads the followed environments' records
     review = specs["review/branches"]
     assert review.interval_s == 120 and "env-kind:ephemeral" in review.tags
+    [moved] = triggers(review)
+    assert moved.expect == {"stackflow.git.pushed", "stackflow.git.deleted"}
+    # Prefect matches a literal or a prefix: each pattern's literal start (the flow filters)
+    assert moved.match.model_dump() == {"stackflow.branch": ["pr/*", "x*"]}
     listed = {
         d["name"] + "@" + d["entrypoint"]: d
         for d in yaml.safe_load(prefect_yaml(list(specs.values())))["deployments"]
     }
-    assert listed["dev@flows/sync.py:sync_environment"]["schedules"] == [{"interval": 90}]
+    assert "schedules" not in listed["dev@flows/sync.py:sync_environment"]
+    assert listed["dev@flows/sync.py:sync_environment"]["triggers"][0]["match"] == {
+        "stackflow.branch": "main"
+    }
+    assert listed["poll@flows/poll.py:poll_branches"]["schedules"] == [{"interval": 90}]
+    assert listed["poll@flows/poll.py:poll_branches"]["work_pool"]["name"] == "stackflow"
     assert listed["branches@flows/review.py:review_branches"]["schedules"] == [{"interval": 120}]
