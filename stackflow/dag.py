@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,9 +28,6 @@ from stackflow.engine.base import (
 from stackflow.errors import MissingOutputError, PermanentStackError, UnknownStackError, echo
 from stackflow.projection import Projection, Untyped, parse_outputs, project_outputs, untyped
 from stackflow.settings import Settings
-
-if TYPE_CHECKING:
-    from stackflow.projectnodes import ProjectSource
 
 __all__ = [  # what callers import from here, wherever it is defined
     "GraphError",
@@ -51,6 +48,25 @@ __all__ = [  # what callers import from here, wherever it is defined
 
 Upstream = Mapping[str, BaseModel]
 """The typed outputs of a node's upstream stacks, by node name."""
+
+
+class ProjectNode(Protocol):
+    """What the graph asks of a project node's source (`stackflow.projectnodes.ProjectSource`,
+    which builds on this module): the graph never imports it."""
+
+    @property
+    def folder(self) -> Path: ...
+
+    def spec(
+        self,
+        graph: StackGraph,
+        name: str,
+        settings: Settings,
+        upstream: Upstream,
+        secrets: Collection[str],
+    ) -> tuple[StackSpec, Any]: ...
+
+    def bare_spec(self, settings: Settings, name: str) -> StackSpec: ...
 
 
 class NodeKind(StrEnum):
@@ -102,7 +118,7 @@ class Node:
     check: Callable[[Settings], None] | None = field(default=None, repr=False)
     sources: tuple[Path, ...] = ()
     early: tuple[str, ...] = ()
-    project: ProjectSource | None = field(default=None, repr=False)
+    project: ProjectNode | None = field(default=None, repr=False)
 
 
 def program_sources(program: Callable[..., Any]) -> tuple[Path, ...]:
@@ -182,9 +198,7 @@ class StackGraph:
         source = self[name].project
         if source is None:
             return bare_spec(settings, name)
-        from stackflow.projectnodes import project_bare_spec
-
-        return project_bare_spec(source, settings, name)
+        return source.bare_spec(settings, name)
 
     def upstream_stacks(self, name: str) -> list[str]:
         """The stacks among a node's direct upstream nodes."""
@@ -263,9 +277,7 @@ class StackGraph:
         if node.kind is NodeKind.STACK and missing:
             raise MissingOutputError(name, f"needs the outputs of {', '.join(missing)}")
         if node.project is not None:
-            from stackflow.projectnodes import project_spec
-
-            return project_spec(self, name, settings, upstream, secrets)
+            return node.project.spec(self, name, settings, upstream, secrets)
         if node.inputs is None or node.program is None:
             raise GraphError(f"node {name!r} is a step, not a stack")
         try:

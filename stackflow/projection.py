@@ -5,9 +5,9 @@ its own (a project node that declares none) hands on its exports as they are (`U
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr, TypeAdapter
 
@@ -16,8 +16,19 @@ from stackflow.engine.base import UNKNOWN_WIRE, OutputValue
 from stackflow.errors import MissingOutputError
 from stackflow.settings import Settings
 
-if TYPE_CHECKING:
-    from stackflow.dag import Node
+
+class Node(Protocol):
+    """What a projection reads of a graph node (`stackflow.dag.Node`, which builds on this
+    module): its name, its outputs model and the outputs known from settings."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def outputs(self) -> type[BaseModel] | None: ...
+
+    @property
+    def known(self) -> Callable[[Settings], Mapping[str, Any]] | None: ...
 
 
 class Untyped(BaseModel):

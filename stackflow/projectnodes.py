@@ -19,20 +19,18 @@ import os
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
+from stackflow.dag import StackGraph, Upstream, stack_config
 from stackflow.engine.base import ConfigValue, StackSpec
 from stackflow.engine.hosted import HostedProgram
 from stackflow.errors import PermanentStackError
 from stackflow.rehearse.project import ProjectError, PulumiProject, load_project
 from stackflow.settings import Settings
 
-if TYPE_CHECKING:
-    from stackflow.dag import StackGraph, Upstream
-
-ConfigMap = Callable[[Settings, "Upstream"], Mapping[str, Any]]
+ConfigMap = Callable[[Settings, Upstream], Mapping[str, Any]]
 """A project node's config from settings and upstream outputs: key -> value (a bare key is the
 project's own, `<project>:<key>`; a SecretStr, or a secret upstream output, is a secure value)."""
 
@@ -76,6 +74,21 @@ class ProjectSource:
         """The stack whose file gives this environment's config."""
         return self.stack(settings) if self.stack is not None else settings.environment
 
+    def spec(
+        self,
+        graph: StackGraph,
+        name: str,
+        settings: Settings,
+        upstream: Upstream,
+        secrets: Collection[str],
+    ) -> tuple[StackSpec, ProjectInputs]:
+        """The node's StackSpec and what its fingerprint covers (see `project_spec`)."""
+        return project_spec(graph, name, settings, upstream, secrets)
+
+    def bare_spec(self, settings: Settings, name: str) -> StackSpec:
+        """The node's spec for operations that do not run its program (`project_bare_spec`)."""
+        return project_bare_spec(self, settings, name)
+
     def files(self) -> dict[str, str]:
         """Every file of the project (relative path -> sha256): what its fingerprint covers."""
         found = {}
@@ -99,8 +112,16 @@ def _walk(folder: Path) -> Iterator[Path]:
 def pulumi_name(graph: StackGraph, settings: Settings, node: str) -> str:
     """The Pulumi project a stack of the graph lives under: a project node's own name, else
     `<project>-<node>`."""
-    source = graph[node].project
+    source = source_of(graph, node)
     return source.load().name if source is not None else f"{settings.project}-{node}"
+
+
+def source_of(graph: StackGraph, node: str) -> ProjectSource | None:
+    """A node's project source (None: a stack of stackflow's own, or a step)."""
+    source = graph[node].project
+    if source is not None and not isinstance(source, ProjectSource):
+        raise TypeError(f"node {node!r}: a project source that is not a ProjectSource")
+    return source
 
 
 def project_spec(
@@ -121,11 +142,9 @@ def project_spec(
             read or decrypted (PULUMI_CONFIG_PASSPHRASE, as for `pulumi up`).
         PermanentStackError: a project name that is one of stackflow's own.
     """
-    from stackflow.dag import stack_config
     from stackflow.rehearse.config import project_config, text
 
-    node = graph[name]
-    source = node.project
+    source = source_of(graph, name)
     assert source is not None
     project = source.load()
     label = f"{settings.environment}/{name}"
@@ -174,8 +193,6 @@ def project_bare_spec(source: ProjectSource, settings: Settings, name: str) -> S
     Raises:
         ProjectError: the folder is not a Pulumi Python project.
     """
-    from stackflow.dag import stack_config
-
     return StackSpec(
         settings.project,
         settings.environment,

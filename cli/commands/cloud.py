@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from stackflow.localcloud.inventory import Row
+    from stackflow.localcloud.inventory_row import Row
     from stackflow.localcloud.server import CloudServer
     from stackflow.settings import Settings
 

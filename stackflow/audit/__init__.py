@@ -20,7 +20,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from stackflow.audit.chain import ChainReport, Entry, Head, encode, verify
-from stackflow.audit.store import AuditLog, AuditUnavailable, open_audit
+from stackflow.audit.opening import open_audit
+from stackflow.audit.store import AuditLog, AuditUnavailable
 from stackflow.audit.who import Actor, current_actor, decider
 from stackflow.records import Records, RecordsError, open_records, update
 from stackflow.records.projects import ProjectRecords

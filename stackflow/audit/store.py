@@ -74,21 +74,6 @@ def project_log_key(project: str) -> str:
     return f"projects/{project}/"
 
 
-def open_audit(records_url: str, project: str) -> AuditLog:
-    """`project`'s audit log beside the records at `records_url`.
-
-    Raises:
-        BackendURLError: a scheme no kind takes, or one that holds no records.
-    """
-    from stackflow.backends import backend_for
-
-    if "://" not in records_url:
-        from stackflow.audit.filelog import FileAuditLog
-
-        return FileAuditLog(log_path(Path(records_url).expanduser(), project))
-    return backend_for(records_url).audit(records_url, project)
-
-
 def log_path(folder: Path, project: str) -> Path:
     """The audit log's file in a records folder."""
     return folder / project_log_key(project) / LOG_FILE

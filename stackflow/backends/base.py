@@ -18,7 +18,6 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from stackflow.errors import SettingsError, StackflowError
 
 if TYPE_CHECKING:
-    from stackflow.audit.store import AuditLog
     from stackflow.records.base import Records
 
 MASK = "***"
@@ -171,17 +170,6 @@ class Backend:
         """
         raise BackendURLError(
             f"{mask_url(url)}: a {self.name} backend holds no records of stackflow's; set "
-            "records_url (STACKFLOW_RECORDS_URL) to a folder, s3:// or postgres:// URL"
-        )
-
-    def audit(self, url: str, project: str) -> AuditLog:
-        """`project`'s audit log beside the records at `url` (see `stackflow.audit.store`).
-
-        Raises:
-            BackendURLError: this kind holds no records of stackflow's.
-        """
-        raise BackendURLError(
-            f"{mask_url(url)}: a {self.name} backend holds no audit log of stackflow's; set "
             "records_url (STACKFLOW_RECORDS_URL) to a folder, s3:// or postgres:// URL"
         )
 

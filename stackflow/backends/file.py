@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stackflow.backends.base import (
     Backend,
@@ -39,9 +39,6 @@ from stackflow.records.base import (
 )
 from stackflow.records.errors import RecordConflict
 from stackflow.state import private_folder
-
-if TYPE_CHECKING:
-    from stackflow.audit.store import AuditLog
 
 _SUFFIX = ".json"
 _LOCK = ".lock"
@@ -206,12 +203,6 @@ class FileBackend(Backend):
 
     def records(self, url: str) -> Records:
         return FileRecords(folder_of(url))
-
-    def audit(self, url: str, project: str) -> AuditLog:
-        from stackflow.audit.filelog import FileAuditLog
-        from stackflow.audit.store import log_path
-
-        return FileAuditLog(log_path(folder_of(url), project))
 
     def records_beside(self, url: str) -> str | None:
         return str(folder_of(url) / ".stackflow")

@@ -46,7 +46,6 @@ from stackflow.records.base import (
 from stackflow.records.errors import RecordConflict, RecordsUnavailable
 
 if TYPE_CHECKING:
-    from stackflow.audit.store import AuditLog
     from stackflow.postgres.client import SharedConnection
 
 RECORDS_DATABASE = "stackflow"
@@ -292,11 +291,6 @@ class PostgresBackend(Backend):
 
     def records(self, url: str) -> Records:
         return PostgresRecords(url)
-
-    def audit(self, url: str, project: str) -> AuditLog:
-        from stackflow.audit.pglog import PostgresAuditLog
-
-        return PostgresAuditLog(url, project)
 
     def restore(self, url: str) -> str:
         return (

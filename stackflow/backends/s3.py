@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from stackflow.backends.base import (
@@ -45,9 +45,6 @@ from stackflow.records.base import (
     first_version,
 )
 from stackflow.records.errors import RecordConflict, RecordsUnavailable
-
-if TYPE_CHECKING:
-    from stackflow.audit.store import AuditLog
 
 _SUFFIX = ".json"
 _LOST = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404")
@@ -325,11 +322,6 @@ class S3Backend(Backend):
 
     def records(self, url: str) -> Records:
         return S3Records(url)
-
-    def audit(self, url: str, project: str) -> AuditLog:
-        from stackflow.audit.s3log import S3AuditLog
-
-        return S3AuditLog(url, project)
 
     def restore(self, url: str) -> str:
         return (

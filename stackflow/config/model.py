@@ -301,7 +301,12 @@ class Settings(BaseModel):
         `stackflow.policy.packs.resolve`)."""
         from stackflow.policy.packs import resolve
 
-        return resolve(self)
+        return resolve(
+            self.policy,
+            self.project_dir,
+            self.source.environment_file,
+            self.profile.policy_enforcement,
+        )
 
     @property
     def resolved_backend_url(self) -> str:

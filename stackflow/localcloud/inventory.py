@@ -9,36 +9,12 @@ subnets, each VPC's default security group and main route table) is left out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from stackflow.localcloud.context import CloudContext
 from stackflow.localcloud.errors import InventoryError
+from stackflow.localcloud.inventory_row import ENVIRONMENT_TAG, UNTAGGED, Row
 from stackflow.localcloud.registry import tags_of
-
-UNTAGGED = "-"
-ENVIRONMENT_TAG = "environment"
-
-
-class Row(NamedTuple):
-    """One resource in the local cloud.
-
-    Attributes:
-        environment: its `environment` tag, or "-".
-        service: AWS service (ec2, rds, ecs, elbv2, logs, secretsmanager, iam).
-        kind: vpc, subnet, security-group, internet-gateway, route-table, nat-gateway,
-            db-instance, ecs-cluster, ecs-service, load-balancer, target-group, log-group,
-            secret, iam-role.
-        id: what AWS identifies it by (id, identifier, ARN or name).
-        name: its `Name` tag or its own name ("" when it has none).
-        state: its state as AWS reports it ("" when the kind has none).
-    """
-
-    environment: str
-    service: str
-    kind: str
-    id: str
-    name: str
-    state: str
 
 
 def _environment(tags: Mapping[str, str]) -> str:

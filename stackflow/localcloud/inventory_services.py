@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stackflow.localcloud.inventory_row import UNTAGGED, Row
+
 if TYPE_CHECKING:
     from stackflow.localcloud.context import CloudContext
-    from stackflow.localcloud.inventory import Row
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,6 @@ LISTINGS = (
 
 def rows(ctx: CloudContext) -> Iterator[Row]:
     """A row for everything these listings find."""
-    from stackflow.localcloud.inventory import UNTAGGED, Row
-
     for listing in LISTINGS:
         answer = getattr(ctx.client(listing.service), listing.call)(**dict(listing.args))
         for part in listing.items.split("."):

@@ -19,7 +19,7 @@ import yaml  # type: ignore[import-untyped]
 from stackflow.errors import SettingsError
 
 if TYPE_CHECKING:
-    from stackflow.settings import Settings
+    from stackflow.config.policy import PolicySettings
 
 PACK_FILE = "PulumiPolicy.yaml"
 ENTRY = "__main__.py"
@@ -111,19 +111,25 @@ class PolicySet:
         }
 
 
-def resolve(settings: Settings) -> PolicySet | None:
-    """The environment's policy set (None: its [policy] names no packs): each pack read (a
+def resolve(
+    chosen: PolicySettings, project_dir: Path, named_in: str | None, kind_enforcement: str
+) -> PolicySet | None:
+    """An environment's policy set (None: its [policy] names no packs): each pack read (a
     relative folder is the project's), at the level its settings or else its kind give.
+
+    Args:
+        chosen: the environment's [policy] settings.
+        project_dir: the project's folder, which a relative pack folder is under.
+        named_in: the file that names the packs (for errors).
+        kind_enforcement: the enforcement its environment kind gives by default.
 
     Raises:
         PolicyPackError: a pack folder that is missing or not a Python policy pack.
     """
-    chosen = settings.policy
     if not chosen.packs:
         return None
-    named_in = settings.source.environment_file
-    packs = tuple(read_pack(settings.project_dir / f, named_in) for f in chosen.packs)
-    enforcement = chosen.enforcement or settings.profile.policy_enforcement
+    packs = tuple(read_pack(project_dir / f, named_in) for f in chosen.packs)
+    enforcement = chosen.enforcement or kind_enforcement
     return PolicySet(packs, enforcement, chosen.levels, chosen.disabled, chosen.config)
 
 

@@ -24,6 +24,7 @@ from stackflow.backends import mask_url
 from stackflow.dag import StackGraph
 from stackflow.engine.checkpoints import CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
+from stackflow.projectnodes import source_of
 from stackflow.redact import Redactor
 from stackflow.settings import Settings
 from stackflow.teamops import TeamOpsRefused
@@ -108,7 +109,7 @@ def adopt(
     from stackflow.secretbox import state_passphrase
     from stackflow.teamops.moving import cli_home, count_secrets
 
-    source = graph[node].project
+    source = source_of(graph, node)
     if source is None:
         raise TeamOpsRefused(
             f"{node} is not a project node (accepted: "

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from stackflow.audit import Action, read_log, record
-from stackflow.audit.store import open_audit
+from stackflow.audit.opening import open_audit
 from tests import realenv
 from tests.fixtures.localcloud import LocalCloud
 from tests.fixtures.s3backend import LOCAL_CREDENTIALS, s3_url
@@ -65,7 +65,7 @@ def settings(records_url: str, tmp_path: Path) -> Iterator[Any]:
 _WRITER = """
 import sys
 from stackflow.audit.chain import encode
-from stackflow.audit.store import open_audit
+from stackflow.audit.opening import open_audit
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 log = open_audit(url, "stackflow")
 print("ready", flush=True)
