@@ -94,7 +94,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _waiting_run(environment: str, given: str | None) -> tuple[str, str]:
     """(run id, pause key) of the run waiting at `environment`'s gate."""
-    from uuid import UUID
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterStateType
@@ -103,10 +102,7 @@ def _waiting_run(environment: str, given: str | None) -> tuple[str, str]:
 
     with get_client(sync_client=True) as client:
         if given:
-            try:
-                runs = [client.read_flow_run(UUID(given))]
-            except Exception:  # not a UUID, or no such run: one answer for both
-                raise Refused(f"no flow run {given!r} on this Prefect server") from None
+            runs = [_paused_soon(client, given)]
         else:
             paused = FlowRunFilter(state={"type": FlowRunFilterStateType(any_=[StateType.PAUSED])})
             runs = client.read_flow_runs(
@@ -123,6 +119,30 @@ def _waiting_run(environment: str, given: str | None) -> tuple[str, str]:
         + (f" (run {given} is not a paused run of it)" if given else ""),
         what_to_do="start one with `up` (it pauses for approval), or pass --run",
     )
+
+
+def _paused_soon(client: Any, given: str) -> Any:
+    """The run `given` names, once paused (a run about to pause is waited for, within
+    CHECKED_WITHIN_S), or as it is when it ends or does not pause in time.
+
+    Raises:
+        Refused: no such run.
+    """
+    import time
+    from uuid import UUID
+
+    deadline = time.monotonic() + CHECKED_WITHIN_S
+    while True:
+        try:
+            found = client.read_flow_run(UUID(given))
+        except Exception:  # not a UUID, or no such run: one answer for both
+            raise Refused(f"no flow run {given!r} on this Prefect server") from None
+        state = found.state
+        if state is None or state.is_paused() or state.is_final():
+            return found
+        if time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)  # polling the server's state: Prefect has no push for a pause
 
 
 def _request(run_id: str, pause_key: str, environment: str) -> Any:

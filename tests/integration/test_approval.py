@@ -519,6 +519,54 @@ def test_signed_approvals_count_each_approver_once_and_refuse_what_is_not_theirs
     ], by_action
 
 
+def test_the_approve_command_signs_the_waiting_plan_and_says_what_the_run_refused(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Local cloud: `approve` with no run waiting is refused by name; with prod's run waiting for
+    one of its approvers, `approve --key` with a key the allowed signers file does not hold
+    exits 2 saying why (no traceback) and the run waits on; alice's key approves it, and the run
+    applies the plan with alice recorded as its verified signer."""
+    keys = {name: _key(tmp_path, name) for name in ("alice", "mallory")}
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f"alice {Path(str(keys['alice']) + '.pub').read_text()}")
+    env = {**prod.env, "STACKFLOW_APPROVAL_ALLOWED_SIGNERS": str(signers)}
+    nobody = cli(env, "approve", "--env", ENVIRONMENT, "--key", str(keys["alice"]))
+    assert nobody.returncode == exits.USAGE, nobody.stdout + nobody.stderr
+    assert f"no run of {ENVIRONMENT} waits at its approval gate" in nobody.stderr
+    deployed = prod.service()["desiredCount"]
+    approval = {"approvers": ["alice", "bob"]}
+    _in_process(prod, monkeypatch, app={"desired_count": deployed - 1}, approval=approval)
+    monkeypatch.setenv("STACKFLOW_APPROVAL_ALLOWED_SIGNERS", str(signers))
+    said: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def approve_from_the_command_line(event: Any) -> None:
+        run = ("approve", "--env", ENVIRONMENT, "--run", event.flow_run_id)
+        said["mallory"] = cli(env, *run, "--key", str(keys["mallory"]))
+        said["alice"] = cli(env, *run, "--key", str(keys["alice"]))
+
+    def on_request(event: Any) -> None:
+        threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(approve_from_the_command_line, event),
+            daemon=True,
+        ).start()
+
+    state, _ = _deploy_answering(on_request)
+    refused, approved = said["mallory"], said["alice"]
+    assert refused.returncode == exits.USAGE, refused.stdout + refused.stderr
+    assert (
+        "error: the run refused this approval: the key that made this signature is not in "
+        "the allowed signers file" in refused.stderr
+    )
+    assert "Traceback" not in refused.stderr
+    assert approved.returncode == exits.OK, approved.stdout + approved.stderr
+    assert f"environment: {ENVIRONMENT}" in approved.stderr and "plan: sha256:" in approved.stderr
+    assert state.is_completed(), state
+    [decision] = state.result()["approvals"]
+    assert decision["signers"] == ["alice"] and len(decision["refused"]) == 1
+    assert prod.service()["desiredCount"] == deployed - 1
+
+
 def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
     """Local cloud (runs last: it lowers the module's prod): a committed `kind = "dev"` in prod's
     file makes `up --yes` and `destroy --yes` refuse, naming the file and `unprotect`; nothing
