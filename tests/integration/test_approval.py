@@ -544,14 +544,21 @@ def test_the_approve_command_signs_the_waiting_plan_and_says_what_the_run_refuse
         said["mallory"] = cli(env, *run, "--key", str(keys["mallory"]))
         said["alice"] = cli(env, *run, "--key", str(keys["alice"]))
 
+    answering: list[threading.Thread] = []
+
     def on_request(event: Any) -> None:
-        threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(approve_from_the_command_line, event),
-            daemon=True,
-        ).start()
+        answering.append(
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(approve_from_the_command_line, event),
+                daemon=True,
+            )
+        )
+        answering[-1].start()
 
     state, _ = _deploy_answering(on_request)
+    [command_line] = answering
+    command_line.join(timeout=120)  # the command prints what the run made of its answer
     refused, approved = said["mallory"], said["alice"]
     assert refused.returncode == exits.USAGE, refused.stdout + refused.stderr
     assert (
