@@ -166,6 +166,7 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
     an answer given meanwhile in the Prefect UI ends the question)."""
     import select
 
+    from cli.commands.approve import sign_at_gate
     from stackflow.progress import elapsed
 
     with view.paused():
@@ -173,7 +174,7 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
             view.echo(line)
         where = f" or in the Prefect UI: {request.ui_url}" if request.ui_url else ""
         if args.yes:
-            signature = _signature(request, args, view)
+            signature = sign_at_gate(request, args, view.echo)
             if signature is None:
                 return
             _decide(
@@ -214,7 +215,7 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
             line = sys.stdin.readline()
             reply = line.strip().lower()
             if reply in ("yes", "y"):
-                signature = _signature(request, args, view)
+                signature = sign_at_gate(request, args, view.echo)
                 if signature is None:
                     break
                 _decide(
@@ -243,30 +244,6 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
 def _ask(prompt: str) -> str:
     print(prompt, end="", file=sys.stderr, flush=True)
     return sys.stdin.readline().strip()
-
-
-def _signature(request: Any, args: argparse.Namespace, view: Any) -> str | None:
-    """This user's signature of the request when the environment names approvers ("" when it
-    names none); None, said on the screen, when it cannot be made here (the run keeps waiting
-    for `approve` or the Prefect UI)."""
-    if not getattr(request, "signed", False):
-        return ""
-    from cli.commands.approve import signing_key
-    from flows.signed import request_of
-    from stackflow.approvals.signatures import sign
-    from stackflow.errors import StackflowError
-    from stackflow.settings import get_settings
-
-    try:
-        settings = get_settings(request.environment, getattr(args, "cloud", None))
-        key = signing_key(settings, None)
-        return sign(request_of(request.plan, request.flow_run_id).payload(), key)
-    except StackflowError as exc:
-        view.echo(
-            f"cannot sign the approval here: {exc}; the run keeps waiting: approve it with "
-            f"`python flows/run.py approve --env {request.environment} --key PATH`"
-        )
-        return None
 
 
 def _decide(flow_run_id: str, approve: bool, reason: str, yes: bool = False, **kw: Any) -> None:

@@ -44,8 +44,8 @@ class ApprovalInput(RunInput):
         max_length=2000,
         description="Why (recorded with the decision in the run's summary and events).",
     )
-    signature: str = Field(
-        "",
+    signature: str | None = Field(
+        None,  # the UI's form sends null for a text field left empty
         max_length=16_000,
         description="Environments with approvers: your SSH signature of this request (the "
         "armored text). Make it with `python flows/run.py approve --env <env> --run <this run's "

@@ -137,7 +137,7 @@ def await_signed_decision(
             decision = Decision(False, why, now_utc(), "timeout", True, plan.round)
             return _decided(plan, progress, decision, tally, refused)
         via = progress.answer_for(run_id) or VIA_UI
-        principal, why_not = _check(answer.signature, request, rules)
+        principal, why_not = _check(answer.signature or "", request, rules)
         if answer.decision == "reject":
             superseded = read_flow_run_input(SUPERSEDED_KEY, UUID(run_id)) is not None
             reason = answer.reason.strip()
@@ -193,9 +193,8 @@ def _decided(
 
 
 def _description(plan: DeployPlan, request: Request, tally: Tally, refused: list[str]) -> str:
-    """The form's text: the plan, what is still needed, the request to sign, what was refused."""
+    """The form's text: what is still needed, the request to sign, what was refused, the plan."""
     parts = [
-        plan.markdown(),
         "## Signed approval\n",
         f"**{markdown_cell(tally.still())}**\n",
         "Approving needs the `signature` field: your SSH signature of this request, made with "
@@ -207,4 +206,4 @@ def _description(plan: DeployPlan, request: Request, tally: Tally, refused: list
         parts.append(
             "Refused so far:\n\n" + "\n".join(f"- {markdown_cell(w)}" for w in refused) + "\n"
         )
-    return "\n".join(parts)
+    return "\n".join([*parts, plan.markdown()])  # what is needed first, then the plan

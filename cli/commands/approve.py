@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,29 @@ def signing_key(settings: Settings, given: Path | None) -> Path:
             "ed25519 makes one; its public key goes in the allowed signers file)",
         )
     return key.expanduser()
+
+
+def sign_at_gate(request: Any, args: argparse.Namespace, echo: Callable[[str], None]) -> str | None:
+    """`up`'s signature of the approval request its run published (an `ApprovalRequested`) when
+    the environment names approvers ("" when it names none); None, said through `echo`, when it
+    cannot be made here (the run keeps waiting for `approve` or the Prefect UI)."""
+    if not getattr(request, "signed", False):
+        return ""
+    from flows.signed import request_of
+    from stackflow.approvals.signatures import sign
+    from stackflow.errors import StackflowError
+    from stackflow.settings import get_settings
+
+    try:
+        settings = get_settings(request.environment, getattr(args, "cloud", None))
+        key = signing_key(settings, None)
+        return sign(request_of(request.plan, request.flow_run_id).payload(), key)
+    except StackflowError as exc:
+        echo(
+            f"cannot sign the approval here: {exc}; the run keeps waiting: approve it with "
+            f"`python flows/run.py approve --env {request.environment} --key PATH`"
+        )
+        return None
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -187,7 +211,18 @@ def _refusals(run_id: Any, pause_key: str | None) -> tuple[str, list[str]]:
                 text = read_flow_run_input(details.run_input_keyset["description"], run_id)
                 if text is not None:
                     _, marker, after = str(text).partition(REFUSED_HEADING)
-                    listed = [ln[2:] for ln in after.splitlines() if ln.startswith("- ")]
-                    return key, listed if marker else []
+                    return key, _listed(after) if marker else []
             time.sleep(0.5)  # polling the server's state: Prefect has no push for a pause
     return "", []
+
+
+def _listed(text: str) -> list[str]:
+    """The list that opens `text` (after blank lines): one item per "- " line; the plan that
+    follows it is not read."""
+    lines = text.lstrip("\n").splitlines()
+    items = []
+    for line in lines:
+        if not line.startswith("- "):
+            break
+        items.append(line[2:])
+    return items

@@ -574,6 +574,33 @@ def test_the_approve_command_signs_the_waiting_plan_and_says_what_the_run_refuse
     assert prod.service()["desiredCount"] == deployed - 1
 
 
+def test_up_with_yes_signs_the_plan_with_this_machine_s_key(prod: Prod, tmp_path: Path) -> None:
+    """Local cloud: prod names this OS user as its one approver and lets the requester approve;
+    `up --yes` signs the plan at the gate with STACKFLOW_APPROVAL_SIGNING_KEY (never printing the
+    key), and the summary records this user as the verified signer."""
+    from stackflow.audit.who import os_user
+
+    me = os_user()
+    key = _key(tmp_path, "me")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f"{me} {Path(str(key) + '.pub').read_text()}")
+    deployed = prod.service()["desiredCount"]
+    approval = {"approvers": [me], "requester_may_approve": True}
+    prod.declare(app={"desired_count": deployed + 1}, approval=approval)
+    env = {
+        **prod.env,
+        "STACKFLOW_APPROVAL_ALLOWED_SIGNERS": str(signers),
+        "STACKFLOW_APPROVAL_SIGNING_KEY": str(key),
+    }
+    done = cli(env, "up", "--env", ENVIRONMENT, "--yes", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [decision] = json.loads(done.stdout)["approvals"]
+    assert decision["decision"] == "approved" and decision["signers"] == [me], decision
+    private = key.read_text().splitlines()[1]
+    assert private not in done.stdout + done.stderr
+    assert prod.service()["desiredCount"] == deployed + 1
+
+
 def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
     """Local cloud (runs last: it lowers the module's prod): a committed `kind = "dev"` in prod's
     file makes `up --yes` and `destroy --yes` refuse, naming the file and `unprotect`; nothing
