@@ -166,6 +166,7 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
     an answer given meanwhile in the Prefect UI ends the question)."""
     import select
 
+    from cli.commands.approve import sign_at_gate
     from stackflow.progress import elapsed
 
     with view.paused():
@@ -173,7 +174,16 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
             view.echo(line)
         where = f" or in the Prefect UI: {request.ui_url}" if request.ui_url else ""
         if args.yes:
-            _decide(request.flow_run_id, True, "approved with --yes at the command line", yes=True)
+            signature = sign_at_gate(request, args, view.echo)
+            if signature is None:
+                return
+            _decide(
+                request.flow_run_id,
+                True,
+                "approved with --yes at the command line",
+                yes=True,
+                signature=signature,
+            )
             view.echo("\napproved with --yes: applying it")
             return
         if getattr(args, "approve_in_ui", False):
@@ -205,8 +215,18 @@ def _approve_here(request: Any, runner: FlowRun, view: Any, args: argparse.Names
             line = sys.stdin.readline()
             reply = line.strip().lower()
             if reply in ("yes", "y"):
-                _decide(request.flow_run_id, True, "approved at the command line")
-                view.echo("approved: applying it")
+                signature = sign_at_gate(request, args, view.echo)
+                if signature is None:
+                    break
+                _decide(
+                    request.flow_run_id, True, "approved at the command line", signature=signature
+                )
+                view.echo(
+                    "approved: applying it"
+                    if not signature
+                    else "signed approval sent: the run checks it, and waits for any other "
+                    "approvals it needs (`approve`)"
+                )
                 break
             if reply in ("no", "n") or not line:
                 reason = (

@@ -44,6 +44,14 @@ class ApprovalInput(RunInput):
         max_length=2000,
         description="Why (recorded with the decision in the run's summary and events).",
     )
+    signature: str | None = Field(
+        None,  # the UI's form sends null for a text field left empty
+        max_length=16_000,
+        description="Environments with approvers: your SSH signature of this request (the "
+        "armored text). Make it with `python flows/run.py approve --env <env> --run <this run's "
+        "id> --print-signature`, or approve with that command directly (without "
+        "--print-signature). A reject needs none.",
+    )
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ class Decision:
     expired: bool = False
     round: int = 1
     superseded: bool = False  # rejected because a newer commit of its branch took its place
+    signers: tuple[str, ...] = ()  # verified principals whose signed approvals counted
+    refused: tuple[str, ...] = ()  # why each signed answer that did not count was refused
 
     @property
     def word(self) -> str:
@@ -73,12 +83,15 @@ class Decision:
             "decided_at": self.decided_at,
             "via": self.via,
             "round": self.round,
+            **({"signers": list(self.signers)} if self.signers else {}),
+            **({"refused": list(self.refused)} if self.refused else {}),
         }
 
     def line(self) -> str:
         """One line for the terminal and the artifact."""
         why = f": {self.reason}" if self.reason else ""
-        return f"round {self.round}: {self.word} via {self.via} at {self.decided_at}{why}"
+        signed = f", signed by {', '.join(self.signers)}" if self.signers else ""
+        return f"round {self.round}: {self.word} via {self.via}{signed} at {self.decided_at}{why}"
 
 
 def command_line_identity(yes: bool = False) -> str:
@@ -101,10 +114,10 @@ def await_decision(
     """
     logger = get_run_logger()
     run_id = str(flow_run.id)
-    _emit(
+    emit_approval_event(
         plan,
         "stackflow.approval.requested",
-        {"round": plan.round, **_counts(plan), "ui_url": ui_url},
+        {"round": plan.round, **plan_counts(plan), "ui_url": ui_url},
     )
     progress.publish(ApprovalRequested(plan.environment, run_id, plan, timeout_s, ui_url))
     logger.info(
@@ -124,7 +137,7 @@ def await_decision(
         )
     except FlowPauseTimeout:
         decision = Decision(
-            False, f"no decision within {timeout_s}s", _now(), "timeout", True, plan.round
+            False, f"no decision within {timeout_s}s", now_utc(), "timeout", True, plan.round
         )
     else:
         approved = answer.decision == "approve"
@@ -132,7 +145,7 @@ def await_decision(
         decision = Decision(
             approved,
             answer.reason.strip(),
-            _now(),
+            now_utc(),
             VIA_SYNC if superseded else progress.answer_for(run_id) or VIA_UI,
             False,
             plan.round,
@@ -141,7 +154,7 @@ def await_decision(
     progress.publish(
         ApprovalDecided(plan.environment, decision.approved, decision.reason, decision.via)
     )
-    _emit(plan, "stackflow.approval.decided", decision.as_dict())
+    emit_approval_event(plan, "stackflow.approval.decided", decision.as_dict())
     logger.info("approval of %s: %s", plan.environment, decision.line())
     return decision
 
@@ -174,7 +187,9 @@ def supersede_plan(flow_run_id: str, commit: str, reason: str, timeout_s: float 
     answer(flow_run_id, False, reason, timeout_s)
 
 
-def answer(flow_run_id: str, approve: bool, reason: str, timeout_s: float = 60.0) -> None:
+def answer(
+    flow_run_id: str, approve: bool, reason: str, timeout_s: float = 60.0, signature: str = ""
+) -> None:
     """Resume a paused run with a decision, as the UI's form does (used by the command line).
 
     Waits while the run is not paused yet or its form is not saved yet (a fast answer can come
@@ -185,6 +200,8 @@ def answer(flow_run_id: str, approve: bool, reason: str, timeout_s: float = 60.0
     """
     deadline = time.monotonic() + timeout_s
     payload = {"decision": "approve" if approve else "reject", "reason": reason}
+    if signature:
+        payload["signature"] = signature
     while True:
         try:
             resume_flow_run(UUID(flow_run_id), run_input=payload)
@@ -201,11 +218,11 @@ def answer(flow_run_id: str, approve: bool, reason: str, timeout_s: float = 60.0
         time.sleep(0.3)
 
 
-def _now() -> str:
+def now_utc() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _counts(plan: DeployPlan) -> dict[str, Any]:
+def plan_counts(plan: DeployPlan) -> dict[str, Any]:
     from flows.trail import plan_summary
 
     stacks = {s.node: s.changes.as_dict() for s in plan.stacks}
@@ -218,5 +235,5 @@ def _counts(plan: DeployPlan) -> dict[str, Any]:
     }
 
 
-def _emit(plan: DeployPlan, event: str, payload: dict[str, Any]) -> None:
+def emit_approval_event(plan: DeployPlan, event: str, payload: dict[str, Any]) -> None:
     emit_environment_event(event, plan.environment, {"target": plan.target, **payload})

@@ -17,6 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
 from flows.approval import Decision, await_decision
+from flows.signed import await_signed_decision, signed_rules
 from flows.summary import (
     ApprovalExpired,
     ApprovalRejected,
@@ -66,6 +67,7 @@ def gated_up(
     """
     logger = get_run_logger()
     settings = ctx.settings
+    signed = signed_rules(settings)  # before planning: a machine that cannot check says so now
     started = time.monotonic()
     root = settings.state.plans(settings.environment) / uuid.uuid4().hex[:12]
     earlier: list[NodeOutcome] = []
@@ -97,8 +99,12 @@ def gated_up(
             )
             phase("waiting for approval")
             try:
-                decision = await_decision(
-                    built, settings.approval.timeout_s, ctx.progress, summary.ui_url
+                decision = (
+                    await_decision(built, settings.approval.timeout_s, ctx.progress, summary.ui_url)
+                    if signed is None
+                    else await_signed_decision(
+                        settings, signed, built, ctx.progress, summary.ui_url
+                    )
                 )
             finally:
                 phase("running")

@@ -6,7 +6,8 @@ the passphrase, cloud credentials, the Prefect API): the commit can skip any che
 makes. So the checks that must not be skipped run here, in the worker's code, on the exported
 files, before the commit's code starts: each is a function of a `Handoff` that raises
 `CommitRefused` (or a `SettingsError`, refused alike) naming what it found. Add a check by adding
-it to `CHECKS` (policies and signed approvals go there). Afterwards, a run that ends without the
+it to `CHECKS` (policies go there; `approval_rules` keeps who approves out of the
+commit's hands). Afterwards, a run that ends without the
 summary the worker expects is failed, never "deployed" (`verify_summary`).
 """
 
@@ -81,7 +82,41 @@ def protection(handoff: Handoff) -> None:
     handoff.protection = guarded.file_protection.stronger(recorded)
 
 
-CHECKS: list[Callable[[Handoff], None]] = [scope, locked_dependencies, environment_file, protection]
+RULES = (
+    "approvers",
+    "approvals_needed",
+    "requester_may_approve",
+)  # [approval]'s signed-approval keys
+
+
+def approval_rules(handoff: Handoff) -> None:
+    """The commit keeps the environment's signed-approval rules as this worker's own project
+    says them: who may approve, how many must, whether the requester may. A commit that edits
+    them is refused by name (its change goes through the trusted branch's own review and reaches
+    the worker from there); the allowed signers are this machine's setting, which no commit's
+    file may set."""
+    commit = handoff.commit_settings
+    assert commit is not None, "environment_file runs first"
+    trusted = handoff.settings.approval
+    edited = [k for k in RULES if getattr(commit.approval, k) != getattr(trusted, k)]
+    if edited:
+        env = commit.environment
+        raise CommitRefused(
+            f"commit {handoff.commit[:12]} changes who approves {env}: {', '.join(edited)} under "
+            f"[approval] in environments/{env}.toml differ from this worker's own project. "
+            "Approval rules are read from the worker's trusted side, never from the commit "
+            "being deployed: change them on the trusted branch, through its own review, and "
+            "update the worker from it. Nothing was run."
+        )
+
+
+CHECKS: list[Callable[[Handoff], None]] = [
+    scope,
+    locked_dependencies,
+    environment_file,
+    protection,
+    approval_rules,
+]
 
 
 def check_handoff(handoff: Handoff, checks: list[Callable[[Handoff], None]] | None = None) -> None:

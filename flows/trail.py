@@ -7,6 +7,7 @@ retry: a run that fails at two stacks, or finds drift in three, sends one messag
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from flows.events import emit_environment_event
@@ -131,11 +132,14 @@ def decided(settings: Settings, plan: DeployPlan, decision: Decision, commit: st
         if decision.expired
         else Action.REJECTED
     )
+    actor = decider(decision.via)
+    if decision.signers:  # the verified principals whose signatures made the decision
+        actor = replace(actor, signer=", ".join(decision.signers), verified=True)
     record(
         settings,
         action,
         environment=plan.environment,
-        actor=decider(decision.via),
+        actor=actor,
         commit=commit,
         details={
             "round": decision.round,
@@ -144,6 +148,27 @@ def decided(settings: Settings, plan: DeployPlan, decision: Decision, commit: st
             "plan": plan_summary(plan),
             "target": plan.target,
         },
+    )
+
+
+def signed_answer(
+    settings: Settings,
+    plan: DeployPlan,
+    via: str,
+    signer: str | None,
+    why_refused: str | None,
+    commit: str | None,
+) -> None:
+    """One signed answer at the gate: counted (its verified signer), or refused and why (the
+    signer when the signature itself was good)."""
+    actor = replace(decider(via), signer=signer, verified=signer is not None)
+    record(
+        settings,
+        Action.APPROVAL_REFUSED if why_refused else Action.APPROVAL_SIGNED,
+        environment=plan.environment,
+        actor=actor,
+        commit=commit,
+        details={"round": plan.round, "why": why_refused or "", "plan": plan_summary(plan)},
     )
 
 

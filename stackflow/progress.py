@@ -99,6 +99,7 @@ class ApprovalRequested:
     plan: Any
     timeout_s: float
     ui_url: str | None = None
+    signed: bool = False  # the environment names approvers: an answer must carry a signature
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ in `stackflow.toml`, and what belongs to this machine in `STACKFLOW_*` variables
 
 from __future__ import annotations
 
+from stackflow.config.approval import ApprovalSettings
 from stackflow.config.kinds import (
     ENVIRONMENT_NAME_MAX,
     EnvironmentKind,
@@ -19,7 +20,6 @@ from stackflow.config.kinds import (
 from stackflow.config.load import get_settings, project_git
 from stackflow.config.model import Settings, SettingsSource
 from stackflow.config.sections import (
-    ApprovalSettings,
     AppSettings,
     AwsSettings,
     DatabaseSettings,

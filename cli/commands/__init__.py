@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cli.command import CodeCommand, Command
 from cli.commands import (
+    approve,
     audit,
     cloud,
     destroy,
@@ -33,6 +34,13 @@ COMMANDS: tuple[Command | CodeCommand, ...] = (
         "deploy the environment: networking, database, migrations, app, verification",
         up.run,
         (*RUN, up.add_arguments),
+    ),
+    Command(
+        "approve",
+        "sign the plan a run of the environment waits on at its approval gate and approve it "
+        "(or --reject it, or --print-signature for the Prefect UI's form)",
+        approve.run,
+        (environment, cloud_option, approve.add_arguments),
     ),
     Command("preview", "show what `up` would change, changing nothing", preview.run, RUN),
     Command("refresh", "update state from what exists in the cloud", refresh.run, RUN),

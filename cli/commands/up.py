@@ -55,12 +55,17 @@ def _refused(args: argparse.Namespace, settings: Settings) -> None:
 
     Raises:
         UncommittedChanges: naming the changed files.
+        SettingsError: approvers named, and no allowed signers file this machine can read.
         Refused: see `_no_one_to_ask` and `_state_kept`.
     """
     if settings.exact_commit:
         from stackflow.gitops.git import check_exact_commit
 
         check_exact_commit(settings.project_dir, settings.environment, settings.exact_commit)
+    if settings.approval_required:
+        from flows.signed import signed_rules
+
+        signed_rules(settings)  # approvers named: this machine must be able to check signatures
     _no_one_to_ask(args, settings)
     if not args.recreate:
         _state_kept(args, settings)

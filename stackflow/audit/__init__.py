@@ -55,6 +55,8 @@ class Action(StrEnum):
     APPROVED = "approval.approved"
     REJECTED = "approval.rejected"
     APPROVAL_EXPIRED = "approval.expired"  # nobody decided in time
+    APPROVAL_SIGNED = "approval.signed"  # one approver's verified signature counted
+    APPROVAL_REFUSED = "approval.refused"  # a signed answer that did not count, and why
     LOCK_BROKEN = "lock.broken"  # the lock a dead run left on a stack
     PENDING_IMPORTED = "pending.imported"  # a pending create the cloud had made, into the state
     PENDING_CLEARED = "pending.cleared"  # pending operations cleared from a stack's state

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stackflow.config.kinds import EnvironmentKind
 from stackflow.config.protection import Protection, check_unprotect
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 
@@ -118,3 +119,16 @@ def approval_required(settings: Settings) -> bool:
     while the protection its last successful `up` recorded asks for it)."""
     recorded = settings._recorded_protection
     return settings.file_protection.approval or (recorded is not None and recorded.approval)
+
+
+def approval_rules(settings: Settings) -> tuple[tuple[str, ...], int, bool] | None:
+    """The signed approvals the environment's file asks for: (approvers, approvals needed,
+    whether the requester may approve); None when it names no approvers (anyone who reaches the
+    gate decides, unsigned)."""
+    approval = settings.approval
+    if not approval.approvers:
+        return None
+    may = approval.requester_may_approve
+    if may is None:
+        may = settings.environment_kind is not EnvironmentKind.PROD
+    return tuple(approval.approvers), approval.approvals_needed or 1, may

@@ -20,13 +20,13 @@ from pydantic import (
 from stackflow import PROJECT_ROOT
 from stackflow.backends import BackendURLError, accepted, backend_for, url_secrets
 from stackflow.config import guards
+from stackflow.config.approval import ApprovalSettings
 from stackflow.config.kinds import EnvironmentKind, Profile, kind_of, validate_environment_name
 from stackflow.config.notifications import NotificationSettings
 from stackflow.config.policy import PolicySettings
 from stackflow.config.protection import Protection
 from stackflow.config.section import no_control_characters
 from stackflow.config.sections import (
-    ApprovalSettings,
     AppSettings,
     AwsSettings,
     DatabaseSettings,

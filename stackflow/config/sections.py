@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
+from stackflow.config.approval import ApprovalSettings
 from stackflow.config.notifications import NotificationSettings
 from stackflow.config.policy import PolicySettings
 from stackflow.config.section import Section
@@ -210,35 +211,6 @@ class MigrationSettings(Section):
     )
     retries: int = Field(
         3, ge=0, le=20, description="Retries of the migrate step on transient errors."
-    )
-
-
-class ApprovalSettings(Section):
-    """The approval gate: `up` of a protected environment waits for someone to approve its plan."""
-
-    required: bool | None = Field(
-        None,
-        description="Pause every `up` for approval of its plan (stacks and migrations). Default "
-        "from the kind (prod: on).",
-    )
-    timeout_s: int = Field(
-        3600,
-        ge=10,
-        le=7 * 24 * 3600,
-        description="How long a run waits for a decision before it ends, nothing applied "
-        "(seconds, 10 s to 7 days).",
-    )
-    unprotect: str | None = Field(
-        None,
-        min_length=1,
-        max_length=500,
-        description="Why a prod or prod-* environment's protection (its kind, approval, "
-        "deletion protection) is lowered: required to lower it, shown in the plan and recorded.",
-    )
-    exact_commit: bool = Field(
-        False,
-        description="Runs deploy an exact commit: a checkout with uncommitted edits is refused, "
-        "naming the files. Always on for protected environments.",
     )
 
 

@@ -80,6 +80,11 @@ HOMES: dict[Key, frozenset[str]] = {
     ("approval", "timeout_s"): _E,
     ("approval", "unprotect"): _E,
     ("approval", "exact_commit"): _E,
+    ("approval", "approvers"): _E,
+    ("approval", "approvals_needed"): _E,
+    ("approval", "requester_may_approve"): _E,
+    ("approval", "allowed_signers"): _M,  # a trusted place: never the deployed commit's files
+    ("approval", "signing_key"): _M,
     ("git", "repository"): _P | _E,
     ("git", "branch"): _E,
     ("git", "interval_s"): _P | _E,

@@ -7,7 +7,9 @@ MariaDB for its migrations."""
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from tests.e2e.conftest import save_screenshot
 from tests.e2e.serving import Served, serving, wait_for_final, wait_for_state
 from tests.faults.helpers import schema_history
-from tests.realenv import outputs, settings_for, unique
+from tests.realenv import declare, outputs, settings_for, unique
 
 pytestmark = pytest.mark.e2e
 ENVIRONMENT = unique("prod")
@@ -31,7 +33,15 @@ def served(
     migrations.mkdir()
     (migrations / "V001__create_hello.sql").write_text("CREATE TABLE hello (id INT PRIMARY KEY);\n")
     sections = {"migrations": {"dir": str(migrations)}}
-    with serving(ENVIRONMENT, home, local_cloud, prefect_server, sections=sections) as it:
+    # the machine's allowed signers (alice): used once a test names approvers in the file
+    key = home / "alice"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    signers = home / "allowed_signers"
+    signers.write_text(f"alice {Path(str(key) + '.pub').read_text()}")
+    extra = {"STACKFLOW_APPROVAL_ALLOWED_SIGNERS": str(signers)}
+    with serving(
+        ENVIRONMENT, home, local_cloud, prefect_server, extra=extra, sections=sections
+    ) as it:
         yield it
 
 
@@ -135,3 +145,55 @@ def test_a_new_migration_is_rejected_in_the_ui_and_nothing_is_applied(
 
     target = MysqlTarget(db["host"], int(db["port"]), db["user"], SecretStr(db["password"]), "app")
     assert [r.version for r in schema_history(target)] == [1]
+
+
+def test_with_approvers_a_bad_signature_in_the_form_is_refused_and_the_run_waits_again(
+    served: Served, page: Any, prefect_server: Any
+) -> None:
+    """Local cloud: prod's file names approvers; a run started through the API (as the UI's Run
+    button does: its requester is unknown, so one more approval is needed) shows a Signature
+    field and what is needed. Approving with text that is no signature: the run pauses again and
+    its form says why; a reject then ends it, nothing applied."""
+    from playwright.sync_api import expect
+    from prefect.client.orchestration import get_client
+
+    folder = settings_for(served.variables, ENVIRONMENT).migrations.dir
+    added = folder / "V003__create_later.sql"
+    added.write_text("CREATE TABLE later (id INT PRIMARY KEY);\n")
+    approval = {"approvers": ["alice", "bob"]}
+    declare(served.variables, ENVIRONMENT, migrations={"dir": str(folder)}, approval=approval)
+    try:
+        with get_client(sync_client=True) as client:
+            paused = _start_paused(client, served)
+            first_key = paused.state.state_details.pause_key
+            dialog = _decide(page, prefect_server.url, paused.id, "approve", "signed, I promise")
+            needed = "2 more signed approvals needed of 2 (one more than required: who started"
+            expect(dialog.get_by_text(needed).first).to_be_visible()
+            signature = dialog.locator(".schema-form-property", has_text="Signature")
+            signature.get_by_role("button", name="str", exact=True).click()  # text, not null
+            signature.locator("textarea").fill("not a signature")
+            dialog.get_by_role("button", name="Submit", exact=True).click()
+            expect(dialog).to_be_hidden()
+            again = wait_for_state(
+                client,
+                paused.id,
+                served,
+                lambda s: (
+                    s.is_final() or (s.is_paused() and s.state_details.pause_key != first_key)
+                ),
+            )
+            assert again.state.is_paused(), f"{again.state}\n{served.log_tail()}"
+            page.reload()
+            page.get_by_role("button", name="Resume", exact=True).click()
+            dialog = page.get_by_role("dialog")
+            expect(dialog.get_by_text("Refused so far").first).to_be_visible()
+            expect(dialog.get_by_text("not an SSH signature").first).to_be_visible()
+            save_screenshot(page, "ui-approval-signature-refused")
+            client.resume_flow_run(
+                paused.id, run_input={"decision": "reject", "reason": "end of the test"}
+            )
+            run = wait_for_final(client, paused.id, served)
+        assert run.state.name == "Rejected", run.state
+    finally:
+        added.unlink()
+        declare(served.variables, ENVIRONMENT, migrations={"dir": str(folder)})

@@ -391,6 +391,216 @@ def test_a_prod_up_from_a_checkout_with_edits_is_refused_naming_them(
     assert prod.service()["desiredCount"] == before
 
 
+def _key(folder: Path, name: str) -> Path:
+    """A new ed25519 key without a passphrase, as an approver makes one."""
+    path = folder / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True
+    )
+    return path
+
+
+def _paused_again(run_id: str, after: str | None) -> tuple[str, str]:
+    """Wait until the run pauses under a new pause key; (that key, the form's description)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.input import read_flow_run_input
+
+    with get_client(sync_client=True) as client:
+        while True:  # the gate pauses within seconds: the pytest timeout bounds a broken one
+            state = client.read_flow_run(UUID(run_id)).state
+            details = state.state_details if state is not None else None
+            if state is not None and state.is_paused() and details and details.run_input_keyset:
+                key = str(details.pause_key)
+                if key != after:
+                    description = read_flow_run_input(
+                        details.run_input_keyset["description"], UUID(run_id)
+                    )
+                    if description is not None:
+                        return key, str(description)
+            threading.Event().wait(0.2)
+
+
+def test_signed_approvals_count_each_approver_once_and_refuse_what_is_not_theirs(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Local cloud: prod names three approvers (alice, bob, and the OS user who starts the run)
+    of which two must sign. Through the Prefect API, as the UI's form does: a key not in the
+    allowed signers file, alice's signature over another plan, the requester's own signature and
+    alice's second approval are each refused, named, and the run pauses again; after alice's
+    first signature it says one more is needed; bob's applies the plan. The summary and the
+    audit log name the verified signers and every refusal."""
+    from uuid import UUID
+
+    from prefect.flow_runs import resume_flow_run
+    from prefect.input import read_flow_run_input
+
+    from flows.signed import REQUEST_KEY
+    from stackflow.approvals.payload import Request
+    from stackflow.approvals.signatures import sign
+    from stackflow.audit import read_log
+    from stackflow.audit.who import os_user
+    from tests.realenv import settings_for
+
+    me = os_user()
+    keys = {name: _key(tmp_path, name) for name in ("alice", "bob", "mallory", "me")}
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(
+        "".join(
+            f"{who} {Path(str(keys[name]) + '.pub').read_text()}"
+            for who, name in (("alice", "alice"), ("bob", "bob"), (me, "me"))
+        )
+    )
+    deployed = prod.service()["desiredCount"]
+    approval = {"approvers": ["alice", "bob", me], "approvals_needed": 2}
+    _in_process(prod, monkeypatch, app={"desired_count": deployed + 1}, approval=approval)
+    monkeypatch.setenv("STACKFLOW_APPROVAL_ALLOWED_SIGNERS", str(signers))
+    descriptions: list[str] = []
+
+    def answer_all(event: Any) -> None:
+        run_id = event.flow_run_id
+        data = read_flow_run_input(f"{REQUEST_KEY}-{event.plan.round}", UUID(run_id))
+        request = Request.from_dict(data)
+        other = Request(request.environment, run_id, "sha256:" + "0" * 64, request.commit)
+        answers = [
+            ("mallory", request),
+            ("alice", other),
+            ("me", request),
+            ("alice", request),
+            ("alice", request),
+            ("bob", request),
+        ]
+        key: str | None = None
+        for name, signed in answers:
+            key, text = _paused_again(run_id, key)
+            descriptions.append(text)
+            signature = sign(signed.payload(), keys[name])
+            resume_flow_run(
+                UUID(run_id),
+                run_input={"decision": "approve", "reason": name, "signature": signature},
+            )
+
+    def on_request(event: Any) -> None:
+        assert event.signed
+        threading.Thread(
+            target=contextvars.copy_context().run, args=(answer_all, event), daemon=True
+        ).start()
+
+    state, requests = _deploy_answering(on_request)
+    assert state.is_completed(), state
+    assert len(requests) == 1
+    summary = state.result()
+    [decision] = summary["approvals"]
+    assert decision["decision"] == "approved" and decision["signers"] == ["alice", "bob"]
+    refused = decision["refused"]
+    assert len(refused) == 4, refused
+    assert "not in the allowed signers file" in refused[0]
+    assert "by alice does not cover this approval request" in refused[1]
+    assert f"{me} started this run (command line)" in refused[2]
+    assert "alice already approved this plan" in refused[3]
+    assert "2 more signed approvals needed of 2" in descriptions[0]
+    assert "1 more signed approval needed of 2; approved so far by: alice" in descriptions[4]
+    assert "not in the allowed signers file" in descriptions[1]  # the why is shown again
+    assert prod.service()["desiredCount"] == deployed + 1
+
+    report, _ = read_log(settings_for(prod.variables, ENVIRONMENT))
+    run_id = str(state.state_details.flow_run_id)
+    run = [e for e in report.entries if e.action.startswith("approval.") and e.run == run_id]
+    by_action = [(e.action, e.signer, e.verified) for e in run]
+    assert by_action == [
+        ("approval.refused", None, False),
+        ("approval.refused", None, False),
+        ("approval.refused", me, True),
+        ("approval.signed", "alice", True),
+        ("approval.refused", "alice", True),
+        ("approval.signed", "bob", True),
+        ("approval.approved", "alice, bob", True),
+    ], by_action
+
+
+def test_the_approve_command_signs_the_waiting_plan_and_says_what_the_run_refused(
+    prod: Prod, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Local cloud: `approve` with no run waiting is refused by name; with prod's run waiting for
+    one of its approvers, `approve --key` with a key the allowed signers file does not hold
+    exits 2 saying why (no traceback) and the run waits on; alice's key approves it, and the run
+    applies the plan with alice recorded as its verified signer."""
+    keys = {name: _key(tmp_path, name) for name in ("alice", "mallory")}
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f"alice {Path(str(keys['alice']) + '.pub').read_text()}")
+    env = {**prod.env, "STACKFLOW_APPROVAL_ALLOWED_SIGNERS": str(signers)}
+    nobody = cli(env, "approve", "--env", ENVIRONMENT, "--key", str(keys["alice"]))
+    assert nobody.returncode == exits.USAGE, nobody.stdout + nobody.stderr
+    assert f"no run of {ENVIRONMENT} waits at its approval gate" in nobody.stderr
+    deployed = prod.service()["desiredCount"]
+    approval = {"approvers": ["alice", "bob"]}
+    _in_process(prod, monkeypatch, app={"desired_count": deployed - 1}, approval=approval)
+    monkeypatch.setenv("STACKFLOW_APPROVAL_ALLOWED_SIGNERS", str(signers))
+    said: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def approve_from_the_command_line(event: Any) -> None:
+        run = ("approve", "--env", ENVIRONMENT, "--run", event.flow_run_id)
+        said["mallory"] = cli(env, *run, "--key", str(keys["mallory"]))
+        said["alice"] = cli(env, *run, "--key", str(keys["alice"]))
+
+    answering: list[threading.Thread] = []
+
+    def on_request(event: Any) -> None:
+        answering.append(
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(approve_from_the_command_line, event),
+                daemon=True,
+            )
+        )
+        answering[-1].start()
+
+    state, _ = _deploy_answering(on_request)
+    [command_line] = answering
+    command_line.join(timeout=120)  # the command prints what the run made of its answer
+    refused, approved = said["mallory"], said["alice"]
+    assert refused.returncode == exits.USAGE, refused.stdout + refused.stderr
+    assert (
+        "error: the run refused this approval: the key that made this signature is not in "
+        "the allowed signers file" in refused.stderr
+    )
+    assert "Traceback" not in refused.stderr
+    assert approved.returncode == exits.OK, approved.stdout + approved.stderr
+    assert f"environment: {ENVIRONMENT}" in approved.stderr and "plan: sha256:" in approved.stderr
+    assert state.is_completed(), state
+    [decision] = state.result()["approvals"]
+    assert decision["signers"] == ["alice"] and len(decision["refused"]) == 1
+    assert prod.service()["desiredCount"] == deployed - 1
+
+
+def test_up_with_yes_signs_the_plan_with_this_machine_s_key(prod: Prod, tmp_path: Path) -> None:
+    """Local cloud: prod names this OS user as its one approver and lets the requester approve;
+    `up --yes` signs the plan at the gate with STACKFLOW_APPROVAL_SIGNING_KEY (never printing the
+    key), and the summary records this user as the verified signer."""
+    from stackflow.audit.who import os_user
+
+    me = os_user()
+    key = _key(tmp_path, "me")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f"{me} {Path(str(key) + '.pub').read_text()}")
+    deployed = prod.service()["desiredCount"]
+    approval = {"approvers": [me], "requester_may_approve": True}
+    prod.declare(app={"desired_count": deployed + 1}, approval=approval)
+    env = {
+        **prod.env,
+        "STACKFLOW_APPROVAL_ALLOWED_SIGNERS": str(signers),
+        "STACKFLOW_APPROVAL_SIGNING_KEY": str(key),
+    }
+    done = cli(env, "up", "--env", ENVIRONMENT, "--yes", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [decision] = json.loads(done.stdout)["approvals"]
+    assert decision["decision"] == "approved" and decision["signers"] == [me], decision
+    private = key.read_text().splitlines()[1]
+    assert private not in done.stdout + done.stderr
+    assert prod.service()["desiredCount"] == deployed + 1
+
+
 def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
     """Local cloud (runs last: it lowers the module's prod): a committed `kind = "dev"` in prod's
     file makes `up --yes` and `destroy --yes` refuse, naming the file and `unprotect`; nothing

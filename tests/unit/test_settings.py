@@ -57,6 +57,17 @@ BAD_FILE_VALUES = [
     ('state_dir = "/tmp/x"', ["state_dir: not set here", "STACKFLOW_STATE_DIR"]),
     ('backend_url = "file:///x"', ["backend_url: not set here", "stackflow.toml"]),
     ("[app\ncpu = 256", ["not valid TOML", "line 1"]),
+    ('[approval]\napprovers = ["al ice"]', ["approval.approvers", "not a principal"]),
+    ('[approval]\napprovers = ["a", "a"]', ["approval.approvers", "more than once: a"]),
+    (
+        '[approval]\napprovers = ["a"]\napprovals_needed = 2',
+        ["approval.approvals_needed", "1 approver"],
+    ),
+    ("[approval]\napprovals_needed = 0", ["approval.approvals_needed"]),
+    (
+        '[approval]\nallowed_signers = "/etc/x"',
+        ["approval.allowed_signers: not set here", "STACKFLOW_APPROVAL_ALLOWED_SIGNERS"],
+    ),
 ]
 
 
@@ -84,6 +95,17 @@ BAD_VARIABLES = [
     ("STACKFLOW_CLOUD", "aws", ["STACKFLOW_CLOUD", "`cloud`", "environments/<name>.toml"]),
     ("STACKFLOW_ENVIRONMENT", "prod", ["STACKFLOW_ENVIRONMENT", "--env"]),
     ("STACKFLOW_PROJECT", "other", ["STACKFLOW_PROJECT", "stackflow.toml"]),
+    (
+        "STACKFLOW_APPROVAL_ALLOWED_SIGNERS",
+        "signers",
+        ["STACKFLOW_APPROVAL_ALLOWED_SIGNERS", "<ref>:<path>"],
+    ),
+    (
+        "STACKFLOW_APPROVAL_ALLOWED_SIGNERS",
+        "refs/heads/main:../x",
+        ["STACKFLOW_APPROVAL_ALLOWED_SIGNERS", "absolute path"],
+    ),
+    ("STACKFLOW_APPROVAL_APPROVERS", '["me"]', ["STACKFLOW_APPROVAL_APPROVERS", "[approval]"]),
 ]
 
 

@@ -269,6 +269,27 @@ def test_protection_is_checked_on_the_commit_before_its_code_runs(tmp_path: Path
         check_handoff(handoff, [environment_file, protection])
 
 
+def test_a_commit_that_changes_who_approves_is_refused_by_name(tmp_path: Path) -> None:
+    from flows.handoff import Handoff, approval_rules, check_handoff, environment_file
+
+    rules = {"approvers": ["alice", "bob"], "approvals_needed": 2}
+    deployed = _prod(tmp_path, approval=rules)
+    records = open_records(str(tmp_path / "records"))
+    checkout = make_project(tmp_path / "commit")
+    variables = {"STACKFLOW_PROJECT_DIR": str(checkout)}
+    declare(variables, "prod-a", approval=rules)
+    check_handoff(
+        Handoff(deployed, records, checkout, "c" * 40), [environment_file, approval_rules]
+    )
+    declare(variables, "prod-a", approval={"approvers": ["mallory"], "requester_may_approve": True})
+    handoff = Handoff(deployed, records, checkout, "c" * 40)
+    with pytest.raises(CommitRefused) as caught:
+        check_handoff(handoff, [environment_file, approval_rules])
+    message = str(caught.value)
+    assert "commit cccccccccccc changes who approves prod-a" in message
+    assert "approvers, approvals_needed, requester_may_approve under [approval]" in message
+
+
 def test_review_runs_and_protected_environments_never_share_a_backend(tmp_path: Path) -> None:
     from stackflow.gitops import sync
 
