@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stackflow.errors import echo
+from stackflow.errors import StackflowError, echo
+
+if TYPE_CHECKING:
+    from stackflow.dag import StackGraph
+
+
+class Refused(StackflowError, ValueError):
+    """A run the command line refuses before it starts (exit 2), with what to do instead."""
 
 
 def _seconds(text: str) -> float:
@@ -145,14 +152,17 @@ def json_object(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def chosen_stacks(args: argparse.Namespace) -> list[str]:
-    """The stacks --stacks names ([] when it is left out: every stack).
+def chosen_stacks(args: argparse.Namespace, graph: StackGraph | None = None) -> list[str]:
+    """The stacks --stacks names ([] when it is left out: every stack), checked against `graph`
+    (default: the graph of the project STACKFLOW_PROJECT_DIR names, else this checkout).
 
     Raises:
         UnknownStackError: a name the graph does not declare, naming the accepted stacks.
     """
     names: list[str] = list(getattr(args, "stacks", None) or [])
-    from stackflow.graphs import project_graph
+    if graph is None:
+        from stackflow.graphs import project_graph
 
-    project_graph().select(names)
+        graph = project_graph()
+    graph.select(names)
     return names

@@ -13,19 +13,14 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cli.options import chosen_stacks
+from cli.options import Refused, chosen_stacks
 from cli.report import fail, report_lost, report_run
 from stackflow import exits
-from stackflow.errors import StackflowError
 
 if TYPE_CHECKING:
     from stackflow.settings import Settings
 
 Refusal = Callable[[argparse.Namespace, "Settings"], None]  # raises what it refuses
-
-
-class Refused(StackflowError, ValueError):
-    """A run the command line refuses before it starts (exit 2), with what to do instead."""
 
 
 def run_flow_command(
@@ -61,7 +56,10 @@ def run_flow_command(
     except (ConfirmationRequired, DeletionProtected, SettingsError, Refused) as exc:
         refusal(settings, args.command, exc)
         return fail(str(exc), exits.USAGE, exc.what_to_do, as_json=args.json)
-    stacks = chosen_stacks(args)  # an unknown stack is refused here, still before any server
+    from stackflow.graphs import graph_of
+
+    # an unknown stack is refused here, still before any server
+    stacks = chosen_stacks(args, graph_of(settings))
     from cli.prefectapi import use_local_cloud, use_local_prefect
 
     use_local_prefect(settings)

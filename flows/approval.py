@@ -223,8 +223,6 @@ def now_utc() -> str:
 
 
 def plan_counts(plan: DeployPlan) -> dict[str, Any]:
-    from flows.trail import plan_summary
-
     stacks = {s.node: s.changes.as_dict() for s in plan.stacks}
     m = plan.migrations  # planned as protected: `blocking` is every unallowed finding
     return {
@@ -237,3 +235,25 @@ def plan_counts(plan: DeployPlan) -> dict[str, Any]:
 
 def emit_approval_event(plan: DeployPlan, event: str, payload: dict[str, Any]) -> None:
     emit_environment_event(event, plan.environment, {"target": plan.target, **payload})
+
+
+def plan_summary(plan: DeployPlan) -> str:
+    """The plan in one line: "networking: 3 to create; database: no changes; 1 migration"."""
+    parts = []
+    for s in plan.stacks:
+        c = s.changes
+        counts = [
+            f"{n} to {word}"
+            for n, word in (
+                (c.create, "create"),
+                (c.update, "update"),
+                (c.replace, "replace"),
+                (c.delete, "delete"),
+            )
+            if n
+        ]
+        parts.append(f"{s.node}: {', '.join(counts) if counts else s.status}")
+    pending = len(plan.migrations.pending) if plan.migrations else 0
+    if pending:
+        parts.append(f"{pending} pending migration{'s' if pending > 1 else ''}")
+    return "; ".join(parts)

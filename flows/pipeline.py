@@ -116,13 +116,7 @@ def deploy(
     stacks: Stacks = None,
     force: bool = False,
     cloud: Cloud = None,
-    recreate: Annotated[
-        bool,
-        Field(
-            description="Deploy anew the stacks whose state is gone from the backend although "
-            "they were deployed (refused otherwise); nothing left in the cloud is adopted."
-        ),
-    ] = False,
+    recreate: bool = False,
 ) -> Any:
     """Bring an environment up: networking, database, migrations, app, verification.
 
@@ -131,7 +125,8 @@ def deploy(
         stacks: only these stacks; the rest are read from state.
         cloud: where to deploy; empty: what the environment's file says.
         force: update stacks even when nothing changed since their last successful update.
-        recreate: deploy anew stacks whose state was lost (see `flows.deployed.StateLost`).
+        recreate: deploy anew the stacks whose state is gone from the backend although they
+            were deployed (refused otherwise); nothing left in the cloud is adopted.
     """
     return _run(_request(environment, cloud, Operation.UP, stacks, force=force, recreate=recreate))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from flows.approval import plan_summary
 from flows.events import emit_environment_event
 from stackflow.audit import Action, record, refusal
 from stackflow.audit.who import authored, current_actor, decider
@@ -99,28 +100,6 @@ def run_ended(settings: Settings, summary: PipelineSummary) -> None:
             "ui_url": summary.ui_url,
         },
     )
-
-
-def plan_summary(plan: DeployPlan) -> str:
-    """The plan in one line: "networking: 3 to create; database: no changes; 1 migration"."""
-    parts = []
-    for s in plan.stacks:
-        c = s.changes
-        counts = [
-            f"{n} to {word}"
-            for n, word in (
-                (c.create, "create"),
-                (c.update, "update"),
-                (c.replace, "replace"),
-                (c.delete, "delete"),
-            )
-            if n
-        ]
-        parts.append(f"{s.node}: {', '.join(counts) if counts else s.status}")
-    pending = len(plan.migrations.pending) if plan.migrations else 0
-    if pending:
-        parts.append(f"{pending} pending migration{'s' if pending > 1 else ''}")
-    return "; ".join(parts)
 
 
 def decided(settings: Settings, plan: DeployPlan, decision: Decision, commit: str | None) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cli.runs import Refused
+from cli.options import Refused
 from stackflow import exits
 
 if TYPE_CHECKING:

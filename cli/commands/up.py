@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from cli.runs import Refused, run_flow_command
+from cli.options import Refused
+from cli.runs import run_flow_command
 
 if TYPE_CHECKING:
     from stackflow.settings import Settings
@@ -80,13 +81,14 @@ def _state_kept(args: argparse.Namespace, settings: Settings) -> None:
     """
     from cli.options import chosen_stacks
     from flows.deployed import StateLost, ensure_state_kept
-    from graph import GRAPH
     from stackflow.engine import get_engine
+    from stackflow.graphs import graph_of
     from stackflow.records.environments import records_of
 
-    names = GRAPH.select(chosen_stacks(args) or None)
+    graph = graph_of(settings)  # the project's own graph (its stackflow.toml's `graph`)
+    names = graph.select(chosen_stacks(args, graph) or None)
     try:
-        ensure_state_kept(settings, get_engine(settings), GRAPH, records_of(settings), names)
+        ensure_state_kept(settings, get_engine(settings), graph, records_of(settings), names)
     except StateLost as exc:
         raise Refused(str(exc), what_to_do=exc.what_to_do) from None
 

@@ -97,7 +97,7 @@ def test_a_first_deploy_of_prod_is_approved_in_the_ui_form_that_shows_its_plan(
         expect(dialog.get_by_text("V001__create_hello.sql").first).to_be_visible()
         save_screenshot(page, "ui-approval-form")
         dialog.get_by_role("button", name="Submit", exact=True).click()
-        expect(dialog).to_be_hidden()
+        expect(dialog).to_be_hidden(timeout=30_000)  # the resume answers slower on a busy machine
         run = wait_for_final(client, paused.id, served)
         assert run.state.is_completed(), f"{run.state}\n{served.log_tail()}"
         [artifact] = [
@@ -132,7 +132,7 @@ def test_a_new_migration_is_rejected_in_the_ui_and_nothing_is_applied(
         expect(dialog.get_by_text("V002__drop_hello.sql").first).to_be_visible()
         expect(dialog.get_by_text("drop table").first).to_be_visible()  # the lint's finding
         dialog.get_by_role("button", name="Submit", exact=True).click()
-        expect(dialog).to_be_hidden()
+        expect(dialog).to_be_hidden(timeout=30_000)  # the resume answers slower on a busy machine
         run = wait_for_final(client, paused.id, served)
     assert run.state.type.value == "CANCELLED" and run.state.name == "Rejected", run.state
     assert "drops a table: not today" in (run.state.message or "")
@@ -173,7 +173,9 @@ def test_with_approvers_a_bad_signature_in_the_form_is_refused_and_the_run_waits
             signature.get_by_role("button", name="str", exact=True).click()  # text, not null
             signature.locator("textarea").fill("not a signature")
             dialog.get_by_role("button", name="Submit", exact=True).click()
-            expect(dialog).to_be_hidden()
+            expect(dialog).to_be_hidden(
+                timeout=30_000
+            )  # the resume answers slower on a busy machine
             again = wait_for_state(
                 client,
                 paused.id,

@@ -210,8 +210,11 @@ def test_serve_ends_within_seconds_of_sigterm_when_its_server_is_gone(tmp_path: 
         assert served.poll() is None, log.read_text()
         wait_until(lambda: catches_sigterm(served.pid), "its runner handles SIGTERM")
         stop_local_prefect_group(server.pid)
-        # Gone as a dead host is: its address takes connections and never answers a request.
-        with socket.create_server(("127.0.0.1", port), backlog=64):
+        # Gone as a dead host is: its address takes connections and never answers a request
+        # (bound once the killed server's last process has let go of its port)
+        held: list[socket.socket] = []
+        wait_until(lambda: _bind(port, held), "the dead server's port is free to stand in for it")
+        with held[0]:
             sent = time.monotonic()
             served.send_signal(signal.SIGTERM)
             served.wait(timeout=60)
@@ -221,6 +224,15 @@ def test_serve_ends_within_seconds_of_sigterm_when_its_server_is_gone(tmp_path: 
         if served.poll() is None:
             served.kill()
         stop_local_prefect_group(server.pid)
+
+
+def _bind(port: int, held: list[socket.socket]) -> bool:
+    """Listen on `port` (the socket kept in `held`); False while something else holds it."""
+    try:
+        held.append(socket.create_server(("127.0.0.1", port), backlog=64))
+    except OSError:
+        return False
+    return True
 
 
 def catches_sigterm(pid: int) -> bool:
