@@ -12,7 +12,7 @@ from stackflow.dag import StackGraph, parse_outputs, user_outputs
 from stackflow.drift import DriftMarks
 from stackflow.engine import Engine, Operation
 from stackflow.engine.base import ChangeCounts
-from stackflow.errors import OperationCancelled
+from stackflow.errors import OperationCancelled, StackflowError
 from stackflow.outcome import ChangeTally, NodeOutcome, Status, UpResult
 from stackflow.policy.violation import Violation
 from stackflow.progress import NodeChanged, NodeState, ProgressHub, hub
@@ -84,6 +84,8 @@ class RunContext:
             return
 
         def prepare() -> None:
+            if not self._passphrase_opens(node):
+                return  # a new stack made now would be sealed with the wrong passphrase for good
             for name in later:
                 if self.progress.cancelled:
                     return
@@ -91,6 +93,21 @@ class RunContext:
                     self.engine.prepare(self.graph.bare_spec(self.settings, name))
 
         threading.Thread(target=prepare, name=f"prepare-after-{node}", daemon=True).start()
+
+    def _passphrase_opens(self, node: str) -> bool:
+        """Whether this run's passphrase is the one `node`'s stack was made with (True when it
+        cannot tell: no stack yet, no passphrase, another secrets provider). A stack created
+        ahead takes the run's passphrase as its own: a wrong one would lock it out of the right
+        one, so nothing is created ahead before the passphrase is known to be the stacks'."""
+        from stackflow.engine.pulumisecrets import passphrase_opens
+
+        try:
+            state = self.engine.state(self.graph.bare_spec(self.settings, node))
+            if state is None or state.salt is None or not self.passphrase:
+                return True
+            return passphrase_opens(state.salt, self.passphrase)
+        except (StackflowError, ValueError):
+            return False  # unreadable: the stack's own task meets it and says why
 
     def made(self, node: str) -> ChangeTally:
         """What the stack's operation has changed in this run so far, counted as its resources

@@ -247,6 +247,7 @@ class StackState:
     resources: int  # resources in the state, the root stack resource included
     pending: int  # operations an interrupted update left pending
     locked: bool  # an update holds the stack's lock right now
+    salt: str | None = None  # the passphrase provider's salt state (None: another provider)
 
     @property
     def stamp(self) -> Mapping[str, Any] | None:

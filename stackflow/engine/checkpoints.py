@@ -31,6 +31,7 @@ from typing import Any
 from stackflow.backends import Blob, StateBackendUnavailable, StateBlobs, open_blobs
 from stackflow.engine.base import StackState
 from stackflow.engine.envelope import is_secret
+from stackflow.engine.pulumisecrets import passphrase_salt
 from stackflow.errors import PermanentStackError, StackflowError, TransientStackError
 from stackflow.redact import Redactor
 
@@ -341,4 +342,5 @@ def stack_state(
         resources=checkpoint.resource_count,
         pending=len(checkpoint.pending_operations),
         locked=locked,
+        salt=passphrase_salt(checkpoint.secrets_provider),
     )
