@@ -181,9 +181,11 @@ def test_a_stamp_without_a_passphrase_vouches_for_the_outputs_by_a_digest(
 
     from stackflow.engine.automation import engine as engine_module
 
-    real = engine_module.pulumi_program
+    real = engine_module.operation_program
     monkeypatch.setattr(
-        engine_module, "pulumi_program", lambda p, d, s, _passphrase: real(p, d, s, None)
+        engine_module,
+        "operation_program",
+        lambda p, r, d, s, _passphrase: real(p, r, d, s, None),
     )
     environment = unique("dev")
     spec = StackSpec(PROJECT, environment, NODE, probe_program(environment), REGION)
