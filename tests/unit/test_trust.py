@@ -7,13 +7,14 @@ and protected environments never share a backend."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stackflow.config.names import NameRefused, validate_project_name
-from stackflow.config.protection import ProtectionLowered
+from stackflow.config.protection import Protection, ProtectionLowered
 from stackflow.config.sources import LinkRefused
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.gitops.git import (
@@ -197,6 +198,15 @@ def test_protection_follows_the_stronger_of_the_record_and_the_file(tmp_path: Pa
     assert kept["protection"]["approval"] is False and kept["protection"]["kind"] == "dev"
     assert kept["unprotected"]["reason"] == "moved to the dev account"
     assert not guard_environment(_prod(tmp_path, kind="dev", approval=why), records).protected
+    # what the worker hands on (flows.handoff): each guard on when either side has it on
+    weak, strong = (
+        Protection("dev", False, False, False),
+        Protection("prod", True, True, True, ("a",)),
+    )
+    assert weak.stronger(strong) == strong.stronger(weak) == strong
+    for guard in ("approval", "deletion_protection", "confirm_destroy"):
+        one = dataclasses.replace(weak, **{guard: True})
+        assert getattr(weak.stronger(one), guard) and getattr(one.stronger(weak), guard), guard
 
 
 def test_a_prod_environment_drops_or_relaxes_its_policy_packs_only_with_a_reason(
