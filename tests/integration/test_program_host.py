@@ -284,3 +284,44 @@ def test_two_programs_running_at_once_keep_their_own_folder_path_and_modules(
         assert found["first_path"] == str(folder)
         pids.add(found["pid"])
     assert len(pids) == 2 and os.getpid() not in pids
+
+
+def _hosts_of_this_process() -> list[int]:
+    """The live program processes this test process started (`python -m ...host`)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # exited meanwhile
+        ours = parent == os.getpid() and b"stackflow.engine.automation.host" in cmdline
+        if ours and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_cancel_ends_the_programs_process_while_its_operation_still_runs(
+    tmp_path: Path,
+) -> None:
+    """A cancel (`Hosts.kill`, which the engine's cancel calls) ends the program's process at
+    once, while the operation is still being served; not only once the operation ends (its
+    stdin closed, then killed seconds later). The program's process runs in a session of its
+    own, so no Ctrl-C reaches it but this one. No engine runs here: the program is served,
+    never asked to run."""
+    from stackflow.engine.automation.host import Hosts
+    from stackflow.engine.base import Listener, StackSpec
+    from stackflow.engine.hosted import HostedProgram
+
+    folder = tmp_path / "idle"
+    folder.mkdir()
+    (folder / "__main__.py").write_text("raise SystemExit('never run here')\n")
+    program = HostedProgram(folder, folder / "__main__.py", "idle/dev")
+    spec = StackSpec("idle", "dev", "idle", program=program, pulumi_name="idle")
+    hosts = Hosts()
+    with hosts.serving(spec, program, {}, Listener()) as address:
+        assert address, "the program's process serves the engine"
+        (pid,) = _hosts_of_this_process()
+        hosts.kill(spec.label)
+        wait_until(lambda: not _alive(pid), timeout=10, what=f"the program's process {pid} to end")
+    assert _hosts_of_this_process() == []

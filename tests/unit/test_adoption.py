@@ -112,13 +112,15 @@ def test_a_resource_is_adopted_only_when_its_tags_name_this_project_environment_
     assert judge(create, SPEC, clients, held, set())[1] == (
         f"what matches ({made}) is in a stack's state already"
     )
-    # another stack's, by its tags
-    arn = clients.client("rds").describe_db_instances()["DBInstances"][0]["DBInstanceArn"]
-    clients.client("rds").add_tags_to_resource(ResourceName=arn, Tags=aws_tags({"stack": "app"}))
-    assert judge(create, SPEC, clients, set(), set()) == (
-        "",
-        f"{made} is tagged stack='app': not this project, environment and stack",
-    )
+    # another project's, environment's or stack's, by any one of its tags
+    rds = clients.client("rds")
+    arn = rds.describe_db_instances()["DBInstances"][0]["DBInstanceArn"]
+    for key, other in (("project", "shop"), ("environment", "dev-2"), ("stack", "app")):
+        rds.add_tags_to_resource(ResourceName=arn, Tags=aws_tags({**OURS, key: other}))
+        assert judge(create, SPEC, clients, set(), set()) == (
+            "",
+            f"{made} is tagged {key}={other!r}: not this project, environment and stack",
+        )
     gone = existing("aws:rds/instance:Instance", "mysql", identifier="nothing-1", tags=OURS)
     assert "nothing matches its inputs" in judge(gone, SPEC, clients, set(), set())[1]
 

@@ -7,13 +7,14 @@ and protected environments never share a backend."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stackflow.config.names import NameRefused, validate_project_name
-from stackflow.config.protection import ProtectionLowered
+from stackflow.config.protection import Protection, ProtectionLowered
 from stackflow.config.sources import LinkRefused
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.gitops.git import (
@@ -197,6 +198,15 @@ def test_protection_follows_the_stronger_of_the_record_and_the_file(tmp_path: Pa
     assert kept["protection"]["approval"] is False and kept["protection"]["kind"] == "dev"
     assert kept["unprotected"]["reason"] == "moved to the dev account"
     assert not guard_environment(_prod(tmp_path, kind="dev", approval=why), records).protected
+    # what the worker hands on (flows.handoff): each guard on when either side has it on
+    weak, strong = (
+        Protection("dev", False, False, False),
+        Protection("prod", True, True, True, ("a",)),
+    )
+    assert weak.stronger(strong) == strong.stronger(weak) == strong
+    for guard in ("approval", "deletion_protection", "confirm_destroy"):
+        one = dataclasses.replace(weak, **{guard: True})
+        assert getattr(weak.stronger(one), guard) and getattr(one.stronger(weak), guard), guard
 
 
 def test_a_prod_environment_drops_or_relaxes_its_policy_packs_only_with_a_reason(
@@ -256,17 +266,24 @@ def test_a_run_s_summary_counts_only_when_it_is_the_whole_deploy(tmp_path: Path)
 
 
 def test_protection_is_checked_on_the_commit_before_its_code_runs(tmp_path: Path) -> None:
-    from flows.handoff import Handoff, check_handoff, environment_file, protection
+    """The worker's own checks (`CHECKS`, as a sync runs them) refuse a commit whose file lowers
+    prod's kind, and pass the same commit keeping it."""
+    from flows.handoff import Handoff, check_handoff
 
     records = open_records(str(tmp_path / "records"))
     deployed = _prod(tmp_path)
     record_attempt(records, deployed)
     record_outcome(records, deployed, succeeded=True)
     checkout = make_project(tmp_path / "commit")
+    for root in (deployed.project_dir, checkout):  # the same locked dependencies
+        (root / "constraints.txt").write_text("six==1.16.0\n")
+    declare({"STACKFLOW_PROJECT_DIR": str(checkout)}, "prod-a")
+    kept = Handoff(deployed, records, checkout, "c" * 40)
+    check_handoff(kept)
+    assert kept.protection is not None and kept.protection.kind == "prod"
     declare({"STACKFLOW_PROJECT_DIR": str(checkout)}, "prod-a", kind="dev")
-    handoff = Handoff(deployed, records, checkout, "c" * 40)
     with pytest.raises(ProtectionLowered, match="kind prod -> dev"):
-        check_handoff(handoff, [environment_file, protection])
+        check_handoff(Handoff(deployed, records, checkout, "c" * 40))
 
 
 def test_a_commit_that_changes_who_approves_is_refused_by_name(tmp_path: Path) -> None:
