@@ -77,8 +77,8 @@ def wait_for_update(state: Path, seen: int, timeout: float = DEPLOY_TIMEOUT_S) -
 
 def wait_idle(state: Path, timeout: float = DEPLOY_TIMEOUT_S) -> None:
     """Until the environment's sync record says no attempt is running."""
+    from stackflow.environment_records import records_of
     from stackflow.gitops import sync
-    from stackflow.records.environments import records_of
     from stackflow.settings import get_settings
 
     deadline = time.monotonic() + timeout

@@ -136,8 +136,8 @@ def make_project(folder: Path, origin: Path, environments: list[str]) -> Path:
 
 def seed_records(environments: list[str], head: str) -> None:
     """Each environment deployed at `head`, as a sync that deployed it leaves the records."""
+    from stackflow.environment_records import record_attempt, record_outcome, records_of
     from stackflow.gitops import sync
-    from stackflow.records.environments import record_attempt, record_outcome, records_of
     from stackflow.settings import get_settings
 
     for env in environments:

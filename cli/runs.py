@@ -44,8 +44,8 @@ def run_flow_command(
         The exit code of how the run ended (stackflow.exits).
     """
     from stackflow.audit import refusal
+    from stackflow.environment_records import guard_environment
     from stackflow.errors import ConfirmationRequired, DeletionProtected, SettingsError
-    from stackflow.records.environments import guard_environment
 
     try:
         settings = guard_environment(settings)  # the cloud, the protection its last up recorded

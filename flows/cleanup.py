@@ -11,10 +11,10 @@ from flows.events import emit_environment_event
 from flows.pipeline import PipelineRequest, run_pipeline
 from flows.trail import EXPIRED, environment_expired
 from stackflow.engine import Operation, get_engine
+from stackflow.environment_records import forget, list_environments, records_of
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync as gitops
 from stackflow.graphs import graph_of
-from stackflow.records.environments import forget, list_environments, records_of
 from stackflow.settings import get_settings
 from tasks.limits import prune_limits
 

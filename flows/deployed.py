@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from stackflow.backends import backend_for, mask_url
 from stackflow.dag import StackGraph
 from stackflow.engine import Engine
+from stackflow.environment_records import read
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.records import Records
-from stackflow.records.environments import read
 from stackflow.settings import Settings
 from stackflow.status.records import last_success
 from tasks.context import RunContext

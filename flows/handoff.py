@@ -20,11 +20,11 @@ from typing import Any
 
 from flows.scope import check_scope
 from stackflow.config.protection import Protection
+from stackflow.environment_records import check_cloud, recorded_protection
 from stackflow.gitops.locked import LOCK_FILE, check_locked
 from stackflow.gitops.tree import CommitRefused
 from stackflow.outcome import Status
 from stackflow.records import Records
-from stackflow.records.environments import check_cloud, recorded_protection
 from stackflow.settings import Settings, get_settings
 
 REQUIRED_FILES = (LOCK_FILE, "flows/run.py")  # what a worker runs a commit with

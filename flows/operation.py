@@ -30,17 +30,17 @@ from flows.summary import (
 from flows.trail import environment_destroyed, run_ended, run_started
 from flows.walk import announce_phase, build_context, steps_of, walk_graph
 from stackflow.engine import Operation
-from stackflow.errors import StackflowError, StepRefused
-from stackflow.gitops.git import check_exact_commit, project_commit
-from stackflow.outcome import Status
-from stackflow.progress import NodeState
-from stackflow.records.environments import (
+from stackflow.environment_records import (
     forget,
     guard_environment,
     record_attempt,
     record_outcome,
     records_of,
 )
+from stackflow.errors import StackflowError, StepRefused
+from stackflow.gitops.git import check_exact_commit, project_commit
+from stackflow.outcome import Status
+from stackflow.progress import NodeState
 from stackflow.settings import Settings, get_settings, validate_environment_name
 from stackflow.status.history import forget_history
 from stackflow.status.records import (

@@ -19,12 +19,12 @@ from prefect.exceptions import ObjectNotFound
 from prefect.logging import get_run_logger
 
 from flows.sync import attempt_live, token_of
+from stackflow.environment_records import read as read_environment
+from stackflow.environment_records import records_of
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError
 from stackflow.records import Records
-from stackflow.records.environments import read as read_environment
-from stackflow.records.environments import records_of
 from stackflow.settings import Settings, get_settings
 
 SYNC_FLOW = "sync"

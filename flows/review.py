@@ -18,12 +18,12 @@ from flows.cleanup import destroy_environment
 from flows.events import emit_environment_event
 from flows.gitnotes import review_url
 from flows.sync import NotFollowing, SyncFailed, sync_commit, token_of
+from stackflow.environment_records import check_review_backend, records_of
+from stackflow.environment_records import read as read_environment
 from stackflow.errors import StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git
 from stackflow.gitops.names import matching, review_environments
-from stackflow.records.environments import check_review_backend, records_of
-from stackflow.records.environments import read as read_environment
 from stackflow.settings import get_settings, project_git
 
 

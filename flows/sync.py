@@ -19,13 +19,8 @@ that exits 0 without the summary the worker expects is recorded as failed, never
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -34,24 +29,21 @@ from prefect.client.schemas.objects import State
 from prefect.logging import get_run_logger
 from prefect.states import Failed
 
+from flows.commitrun import GITOPS_TAG, prune_checkouts, result_of, run_commit
 from flows.events import emit_environment_event
 from flows.gitnotes import note_outcome, review_url, run_link
 from flows.handoff import REQUIRED_FILES, Handoff, check_handoff, verify_summary
 from flows.pages import publish_status
 from flows.summary import current_flow_run_id, flow_run_going
 from flows.trail import sync_reported
-from stackflow import exits
 from stackflow.audit.who import note_author
+from stackflow.environment_records import read as read_environment
+from stackflow.environment_records import records_of
 from stackflow.errors import SettingsError, StackflowError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError, export_commit, masked_repository
 from stackflow.graphs import graph_of
-from stackflow.records.environments import read as read_environment
-from stackflow.records.environments import records_of
 from stackflow.settings import Settings, get_settings
-
-GITOPS_TAG = "gitops"
-KEEP_CHECKOUTS = 8  # commits whose files stay in the state folder (the newest)
 
 
 class SyncFailed(StackflowError):
@@ -138,113 +130,6 @@ def supersede(environment: str, head: str) -> list[str]:
     return done
 
 
-def _child_environment(settings: Settings, checkout: Path) -> dict[str, str]:
-    """What the commit's `up` runs with: this worker's environment (its machine variables, as
-    the worker's own flow runs get them), the checkout as the project, this worker's state
-    folder, and the Prefect API this run talks to."""
-    from prefect.settings import get_current_settings
-
-    api = get_current_settings().api
-    env = dict(os.environ)
-    env |= {
-        "STACKFLOW_PROJECT_DIR": str(checkout),
-        "STACKFLOW_STATE_DIR": str(settings.state_dir),
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    if api.url:
-        env["PREFECT_API_URL"] = str(api.url)
-    if api.auth_string is not None:
-        env["PREFECT_API_AUTH_STRING"] = api.auth_string.get_secret_value()
-    if settings.localcloud.dir is None:
-        env["STACKFLOW_LOCALCLOUD_DIR"] = str(settings.localcloud_root)
-    return env
-
-
-def run_commit(
-    settings: Settings, checkout: Path, head: str, recreate: bool = False
-) -> tuple[int, dict[str, Any]]:
-    """Run the commit's own `up` of the environment (`--recreate` when asked); its exit code and
-    its summary."""
-    logger = get_run_logger()
-    command = [
-        sys.executable,
-        str(checkout / "flows" / "run.py"),
-        "up",
-        "--env",
-        settings.environment,
-        "--json",
-        "--approve-in-ui",
-        "--heartbeat",
-        "60",
-        "--tag",
-        GITOPS_TAG,
-        "--tag",
-        f"gitops-env:{settings.environment}",
-        "--tag",
-        f"commit:{head[:12]}",
-        *(["--recreate"] if recreate else []),
-    ]
-    with subprocess.Popen(
-        command,
-        cwd=checkout,
-        env=_child_environment(settings, checkout),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as child:
-        assert child.stderr is not None and child.stdout is not None
-        said = ""  # the last `error:` line: why, when the run printed no JSON saying it
-        for line in child.stderr:  # its progress lines (already masked by stackflow)
-            if line.strip():
-                logger.info("%s", line.rstrip())
-            if line.startswith("error:"):
-                said = line.removeprefix("error:").strip()
-        out = child.stdout.read()
-        code = child.wait()
-    try:
-        summary = json.loads(out) if out.strip() else {}
-    except ValueError:
-        summary = {}
-    summary = summary if isinstance(summary, dict) else {}
-    if code != exits.OK and said and not summary.get("error"):
-        summary["error"] = said
-    return code, summary
-
-
-def _result_of(code: int, summary: dict[str, Any]) -> tuple[sync.Result, str]:
-    if code == exits.OK:
-        return sync.Result.SUCCEEDED, "deployed"
-    # a run refused before it started prints only the CLI's outcome: its `error`, on one line
-    error = " ".join(str(summary.get("error") or "").split())
-    why = str(summary.get("failed") or summary.get("stopped") or error or f"exit code {code}")
-    decisions = [a.get("decision") for a in summary.get("approvals") or []]
-    if code == exits.REJECTED and decisions and decisions[-1] == "expired":
-        return sync.Result.EXPIRED, why
-    if code == exits.REJECTED and decisions and decisions[-1] == "superseded":
-        return sync.Result.SUPERSEDED, why
-    if code == exits.REJECTED:
-        return sync.Result.REJECTED, why
-    if code == exits.USAGE:
-        return sync.Result.REFUSED, why
-    if code in (exits.INTERRUPTED, exits.TERMINATED):
-        return sync.Result.CANCELLED, why
-    return sync.Result.FAILED, why
-
-
-def _prune_checkouts(settings: Settings, keep: Path) -> None:
-    folder = keep.parent
-    old = sorted(
-        (p for p in folder.iterdir() if p.is_dir() and p != keep),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )[KEEP_CHECKOUTS - 1 :]
-    import shutil
-
-    for path in old:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def sync_commit(
     settings: Settings,
     git: Git,
@@ -318,14 +203,14 @@ def sync_commit(
     checkout = handoff.checkout
     started = time.monotonic()
     code, summary = run_commit(settings, checkout, head, recreate)
-    result, message = _result_of(code, summary)
+    result, message = result_of(code, summary)
     if result is sync.Result.SUCCEEDED:
         short = verify_summary(handoff, code, summary)
         if short:  # never "deployed" on the commit's word alone
             result, message = sync.Result.FAILED, f"its run exited 0, but {short}"
     ran = {"deploy_run": summary.get("ui_url"), "duration_s": round(time.monotonic() - started, 1)}
     saved = sync.finish(records, env, head, result, message, settings.git.interval_s, ran)
-    _prune_checkouts(settings, checkout)
+    prune_checkouts(settings, checkout)
     outcome |= {"result": result.value, "message": message, "summary": summary}
     if (saved.get("attempted") or {}).get("commit") != head:  # a newer commit took its place
         outcome["result"] = sync.Result.SUPERSEDED.value

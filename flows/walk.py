@@ -16,6 +16,7 @@ from flows.summary import PipelineSummary
 from stackflow.dag import NodeKind, StackGraph
 from stackflow.drift import DriftMarks
 from stackflow.engine import Operation, get_engine
+from stackflow.environment_records import records_of
 from stackflow.errors import (
     OperationCancelled,
     PlanChanged,
@@ -30,7 +31,6 @@ from stackflow.outcome import NodeOutcome, Status
 from stackflow.plan import DeployPlan
 from stackflow.progress import NodeState, RunStarted
 from stackflow.records import Records
-from stackflow.records.environments import records_of
 from stackflow.redact import Redactor
 from stackflow.retry import stack_policy
 from stackflow.secretbox import state_passphrase

@@ -36,7 +36,6 @@ from stackflow.processes import (
     stop,
     stop_under,
 )
-from stackflow.processes import free_port as free_port  # old home, for branches in flight
 from stackflow.state import StateLayout
 
 
@@ -257,36 +256,6 @@ def _is_prefect_server(pid: int) -> bool:
     return runs(pid, "prefect", "server")
 
 
-class TeamDatabase:
-    """The PostgreSQL a team-mode server runs on, and what the CLI and workers on this machine
-    point at: Prefect's database, the Pulumi backend and stackflow's records, each its own
-    database on it (Unix socket, no password in any URL)."""
-
-    def __init__(self, state_dir: Path, say: Callable[[str], object] | None = None) -> None:
-        from stackflow.postgres import create_database, ensure_postgres
-        from stackflow.postgres.urls import (
-            PREFECT_DATABASE,
-            PULUMI_DATABASE,
-            RECORDS_DATABASE,
-            prefect_database_url,
-            pulumi_backend_url,
-            records_url,
-        )
-
-        def log(line: str) -> None:
-            if say is not None:
-                say(line)
-
-        layout = StateLayout(state_dir)
-        layout.give_passage()
-        server = ensure_postgres(layout.postgres, log=log)
-        for name in (PREFECT_DATABASE, PULUMI_DATABASE, RECORDS_DATABASE):
-            create_database(server, name)
-        self.prefect_url = prefect_database_url(server)
-        self.backend_url = pulumi_backend_url(server)
-        self.records_url = records_url(server)
-
-
 def _record(home: Path) -> dict[str, Any] | None:
     try:
         found = json.loads((home / "server.json").read_text())
@@ -336,6 +305,8 @@ def ensure_local_prefect(
                 "it first with `python flows/run.py server stop`, then start it again"
             )
         if running_on == "postgres":
+            from stackflow.postgres.team import TeamDatabase  # psycopg: only in team mode
+
             TeamDatabase(state_dir, say)  # its PostgreSQL, started again if it died
         if _answers(url, auth, running_on):
             return PrefectServer(url, home, int(info["pid"]), home / "server.log", running_on, auth)
@@ -357,6 +328,8 @@ def ensure_local_prefect(
         say(f"starting a local Prefect server on {url}, on {where} (~15 s; UI at {url})")
     database_url, extra = None, {}
     if team:
+        from stackflow.postgres.team import TeamDatabase
+
         db = TeamDatabase(state_dir, say)
         database_url = db.prefect_url
         extra = {"backend_url": db.backend_url, "records_url": db.records_url}

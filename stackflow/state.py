@@ -60,7 +60,7 @@ class StateLayout:
         Raises:
             NameRefused: a project or stack name that is not one plain path part ('..').
         """
-        from stackflow.config.names import validate_project_name, validate_stack_name
+        from stackflow.names import validate_project_name, validate_stack_name
 
         validate_project_name(pulumi_project, "Pulumi project name")
         validate_stack_name(environment, "stack name")

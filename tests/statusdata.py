@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stackflow.backends import open_records
 from stackflow.engine.base import Operation, OutputValue
+from stackflow.environment_records import record_attempt, record_outcome
 from stackflow.gitops import sync
 from stackflow.outcome import NodeOutcome, Status, UpResult
-from stackflow.records import Records, open_records
-from stackflow.records.environments import record_attempt, record_outcome
+from stackflow.records import Records
 from stackflow.settings import get_settings
 from stackflow.status.history import RunEntry, RunResult, record_health, record_history
 from stackflow.status.records import record_migrations, record_outcomes

@@ -57,8 +57,8 @@ def write_atomically(path: Path, text: str) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the status (a table, or one JSON object); 0."""
+    from stackflow.environment_records import records_of
     from stackflow.graphs import graph_of
-    from stackflow.records.environments import records_of
     from stackflow.status.metrics import prometheus
     from stackflow.status.report import collect
     from stackflow.status.text import environment_lines

@@ -82,8 +82,8 @@ def _state_kept(args: argparse.Namespace, settings: Settings) -> None:
     from cli.options import chosen_stacks
     from flows.deployed import StateLost, ensure_state_kept
     from stackflow.engine import get_engine
+    from stackflow.environment_records import records_of
     from stackflow.graphs import graph_of
-    from stackflow.records.environments import records_of
 
     graph = graph_of(settings)  # the project's own graph (its stackflow.toml's `graph`)
     names = graph.select(chosen_stacks(args, graph) or None)

@@ -5,56 +5,14 @@ on a git ref of the project's repository (`refs/heads/main:.stackflow/allowed_si
 
 from __future__ import annotations
 
-import re
 import subprocess
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from stackflow.config.approval import SignersSource, parse_source
 from stackflow.errors import SettingsError
 from stackflow.processes import clean_environment
 
-ACCEPTED = (
-    "an absolute path to a file on this machine (/etc/stackflow/allowed_signers), or "
-    "<ref>:<path> naming a file on a git ref of the project's repository "
-    "(refs/heads/main:.stackflow/allowed_signers)"
-)
-_REF_RE = re.compile(r"^refs/[A-Za-z0-9._/-]{1,200}$")
 MAX_BYTES = 1_000_000  # a signers file of a thousand teams fits; more is not one
-
-
-@dataclass(frozen=True)
-class SignersSource:
-    """A parsed `allowed_signers` setting: a machine path, or a ref and a path in it."""
-
-    path: Path | None = None
-    ref: str | None = None
-    ref_path: str | None = None
-
-    def __str__(self) -> str:
-        return str(self.path) if self.path is not None else f"{self.ref}:{self.ref_path}"
-
-
-def parse_source(value: str) -> SignersSource:
-    """The source an `allowed_signers` setting names.
-
-    Raises:
-        ValueError: neither form, naming what is accepted.
-    """
-    text = value.strip()
-    if text.startswith("refs/") and ":" in text:
-        ref, _, path = text.partition(":")
-        inner = PurePosixPath(path)
-        if (
-            _REF_RE.match(ref)
-            and ".." not in ref
-            and path
-            and not inner.is_absolute()
-            and ".." not in inner.parts
-        ):
-            return SignersSource(ref=ref, ref_path=str(inner))
-    elif text.startswith("/") and ":" not in text:
-        return SignersSource(path=Path(text))
-    raise ValueError(f"{text[:80]!r} is not accepted: use {ACCEPTED}")
 
 
 def read_signers(value: str, project_dir: Path, shown: str) -> bytes:

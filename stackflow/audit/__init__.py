@@ -23,7 +23,8 @@ from stackflow.audit.chain import ChainReport, Entry, Head, encode, verify
 from stackflow.audit.opening import open_audit
 from stackflow.audit.store import AuditLog, AuditUnavailable
 from stackflow.audit.who import Actor, current_actor, decider
-from stackflow.records import Records, RecordsError, open_records, update
+from stackflow.backends import open_records
+from stackflow.records import Records, RecordsError, update
 from stackflow.records.projects import ProjectRecords
 
 if TYPE_CHECKING:

@@ -47,8 +47,8 @@ class PostgresAuditLog:
 
     def __init__(self, url: str, project: str) -> None:
         from stackflow.backends.base import mask_url
+        from stackflow.backends.pgconnection import SharedConnection
         from stackflow.backends.postgres import postgres_location
-        from stackflow.postgres.client import SharedConnection
 
         self._project = project
         self._where = f"table {TABLE} at {mask_url(url)} (project {project})"

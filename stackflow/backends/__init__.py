@@ -13,6 +13,7 @@ A new kind is a module with a `BACKEND` and one line in `KINDS` (docs/developmen
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from stackflow.backends import cloud, file, postgres, s3
@@ -25,6 +26,8 @@ from stackflow.backends.base import (
     mask_url,
     url_secrets,
 )
+from stackflow.backends.file import FileRecords
+from stackflow.records.base import Records
 
 __all__ = [
     "KINDS",
@@ -38,6 +41,7 @@ __all__ = [
     "backend_for",
     "mask_url",
     "open_blobs",
+    "open_records",
     "records_beside",
     "url_secrets",
 ]
@@ -82,3 +86,17 @@ def open_blobs(url: str) -> StateBlobs:
         BackendURLError: another scheme, or Pulumi Cloud (its state is behind its API).
     """
     return backend_for(url).blobs(url)
+
+
+def open_records(url: str) -> Records:
+    """The store of stackflow's records at `url`, picked by its kind of backend.
+
+    Args:
+        url: a folder (a path, or file:///path), postgres(ql)://... or s3://bucket/prefix?...
+
+    Raises:
+        BackendURLError: another scheme, or a malformed URL (shown masked).
+    """
+    if "://" not in url:
+        return FileRecords(Path(url).expanduser())
+    return backend_for(url).records(url)

@@ -46,7 +46,7 @@ from stackflow.records.base import (
 from stackflow.records.errors import RecordConflict, RecordsUnavailable
 
 if TYPE_CHECKING:
-    from stackflow.postgres.client import SharedConnection
+    from stackflow.backends.pgconnection import SharedConnection
 
 RECORDS_DATABASE = "stackflow"
 TABLE = "stackflow_records"
@@ -106,7 +106,7 @@ def _connection(
     url: str, what: str, unavailable: type[StackflowError], setup: str | None = None
 ) -> SharedConnection:
     # imported here: a file backend's run never pays for the PostgreSQL driver
-    from stackflow.postgres.client import SharedConnection
+    from stackflow.backends.pgconnection import SharedConnection
 
     return SharedConnection(
         postgres_location(url).conninfo, what, setup=setup, unavailable=unavailable

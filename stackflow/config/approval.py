@@ -1,10 +1,13 @@
 """The approval gate's settings: whether `up` waits for approval, how long, and who may approve
-by signing the plan (`stackflow.approvals`)."""
+by signing the plan (`stackflow.approvals`); and where the allowed signers come from
+(`parse_source`: a path on this machine or a file on a git ref, which `stackflow.approvals.signers`
+reads)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -103,7 +106,48 @@ class ApprovalSettings(Section):
     def _signers(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from stackflow.approvals.signers import parse_source
-
         parse_source(value)  # ValueError names what is accepted
         return value.strip()
+
+
+ACCEPTED = (
+    "an absolute path to a file on this machine (/etc/stackflow/allowed_signers), or "
+    "<ref>:<path> naming a file on a git ref of the project's repository "
+    "(refs/heads/main:.stackflow/allowed_signers)"
+)
+_REF_RE = re.compile(r"^refs/[A-Za-z0-9._/-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class SignersSource:
+    """A parsed `allowed_signers` setting: a machine path, or a ref and a path in it."""
+
+    path: Path | None = None
+    ref: str | None = None
+    ref_path: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.path) if self.path is not None else f"{self.ref}:{self.ref_path}"
+
+
+def parse_source(value: str) -> SignersSource:
+    """The source an `allowed_signers` setting names.
+
+    Raises:
+        ValueError: neither form, naming what is accepted.
+    """
+    text = value.strip()
+    if text.startswith("refs/") and ":" in text:
+        ref, _, path = text.partition(":")
+        inner = PurePosixPath(path)
+        if (
+            _REF_RE.match(ref)
+            and ".." not in ref
+            and path
+            and not inner.is_absolute()
+            and ".." not in inner.parts
+        ):
+            return SignersSource(ref=ref, ref_path=str(inner))
+    elif text.startswith("/") and ":" not in text:
+        return SignersSource(path=Path(text))
+    raise ValueError(f"{text[:80]!r} is not accepted: use {ACCEPTED}")

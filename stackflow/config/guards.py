@@ -2,31 +2,79 @@
 protection its file gives and the one its last successful `up` recorded, and the refusals that
 follow (destroy without confirmation, a database with deletion protection, a checkout with edits).
 
-Functions of `Settings` (stackflow.config.model), whose methods of the same names call them: kept
-apart from the settings' fields because they are one concern (the rules are
-`stackflow.config.protection`'s, the answers these).
+Functions of the settings (`stackflow.config.model.Settings`, whose methods of the same names
+call them), read through `Guarded`, what they need of them: kept apart from the settings' fields
+because they are one concern (the rules are `stackflow.config.protection`'s, the answers these),
+and below the settings' model, which builds on them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol, Self, TypeVar
 
-from stackflow.config.kinds import EnvironmentKind
+from stackflow.config.approval import ApprovalSettings
+from stackflow.config.kinds import EnvironmentKind, Profile
+from stackflow.config.policy import PolicySettings
 from stackflow.config.protection import Protection, check_unprotect
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 
-if TYPE_CHECKING:
-    from stackflow.config.model import Settings
+
+class _Source(Protocol):
+    @property
+    def environment_file(self) -> str | None: ...
 
 
-def protected(settings: Settings) -> bool:
+class Guarded(Protocol):
+    """What the guards read of an environment's settings."""
+
+    _recorded_protection: Protection | None  # what its last successful `up` recorded
+
+    @property
+    def environment(self) -> str: ...
+
+    @property
+    def environment_kind(self) -> EnvironmentKind: ...
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def approval(self) -> ApprovalSettings: ...
+
+    @property
+    def policy(self) -> PolicySettings: ...
+
+    @property
+    def deletion_protection(self) -> bool: ...
+
+    @property
+    def source(self) -> _Source: ...
+
+    @property
+    def protected(self) -> bool: ...
+
+    @property
+    def approval_required(self) -> bool: ...
+
+    @property
+    def file_protection(self) -> Protection: ...
+
+    def lowered_protection(self, recorded: Protection | None = None) -> list[str]: ...
+
+    def model_copy(self) -> Self: ...
+
+
+G = TypeVar("G", bound=Guarded)
+
+
+def protected(settings: Guarded) -> bool:
     """The one answer to "is this environment protected?" (its kind: prod; or the
     protection its last successful `up` recorded)."""
     recorded = settings._recorded_protection
     return settings.profile.protected or (recorded is not None and recorded.confirm_destroy)
 
 
-def file_protection(settings: Settings) -> Protection:
+def file_protection(settings: Guarded) -> Protection:
     """The protection the environment's file gives (kind, approval, deletion protection, the
     policy packs it enforces)."""
     approval = (
@@ -45,7 +93,7 @@ def file_protection(settings: Settings) -> Protection:
     )
 
 
-def with_recorded_protection(settings: Settings, recorded: Protection | None) -> Settings:
+def with_recorded_protection(settings: G, recorded: Protection | None) -> G:
     """These settings, guarded by the stronger of the file's and the `recorded` protection.
 
     Raises:
@@ -58,7 +106,7 @@ def with_recorded_protection(settings: Settings, recorded: Protection | None) ->
     return copy
 
 
-def lowered_protection(settings: Settings, recorded: Protection | None = None) -> list[str]:
+def lowered_protection(settings: Guarded, recorded: Protection | None = None) -> list[str]:
     """What the file lowers against the recorded protection (and prod's, for prod names).
 
     Raises:
@@ -73,7 +121,7 @@ def lowered_protection(settings: Settings, recorded: Protection | None = None) -
     )
 
 
-def exact_commit(settings: Settings) -> str | None:
+def exact_commit(settings: Guarded) -> str | None:
     """Why runs of this environment must deploy an exact commit (a checkout with edits is
     refused), or None when they need not."""
     if settings.protected or settings.approval_required:  # always: its file cannot opt out
@@ -81,7 +129,7 @@ def exact_commit(settings: Settings) -> str | None:
     return "set to exact_commit" if settings.approval.exact_commit else None
 
 
-def confirm_destroy(settings: Settings, confirmed: bool) -> None:
+def confirm_destroy(settings: Guarded, confirmed: bool) -> None:
     """Refuse to destroy a protected (prod) environment unless `confirmed`.
 
     Raises:
@@ -95,7 +143,7 @@ def confirm_destroy(settings: Settings, confirmed: bool) -> None:
         )
 
 
-def confirm_database_deletable(settings: Settings) -> None:
+def confirm_database_deletable(settings: Guarded) -> None:
     """Refuse, before anything is deleted, to destroy a database with deletion protection on.
 
     Raises:
@@ -114,14 +162,14 @@ def confirm_database_deletable(settings: Settings) -> None:
     )
 
 
-def approval_required(settings: Settings) -> bool:
+def approval_required(settings: Guarded) -> bool:
     """Whether `up` waits for approval of its plan ([approval] required, else the kind; on
     while the protection its last successful `up` recorded asks for it)."""
     recorded = settings._recorded_protection
     return settings.file_protection.approval or (recorded is not None and recorded.approval)
 
 
-def approval_rules(settings: Settings) -> tuple[tuple[str, ...], int, bool] | None:
+def approval_rules(settings: Guarded) -> tuple[tuple[str, ...], int, bool] | None:
     """The signed approvals the environment's file asks for: (approvers, approvals needed,
     whether the requester may approve); None when it names no approvers (anyone who reaches the
     gate decides, unsigned)."""

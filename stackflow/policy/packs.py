@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml  # type: ignore[import-untyped]
 
 from stackflow.errors import SettingsError
-
-if TYPE_CHECKING:
-    from stackflow.config.policy import PolicySettings
 
 PACK_FILE = "PulumiPolicy.yaml"
 ENTRY = "__main__.py"
@@ -111,8 +108,28 @@ class PolicySet:
         }
 
 
+class Chosen(Protocol):
+    """An environment's [policy] settings as a policy set reads them
+    (`stackflow.config.policy.PolicySettings`, which the settings build on this module)."""
+
+    @property
+    def packs(self) -> Sequence[Path]: ...
+
+    @property
+    def enforcement(self) -> str | None: ...
+
+    @property
+    def levels(self) -> Mapping[str, str]: ...
+
+    @property
+    def disabled(self) -> Mapping[str, str]: ...
+
+    @property
+    def config(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
 def resolve(
-    chosen: PolicySettings, project_dir: Path, named_in: str | None, kind_enforcement: str
+    chosen: Chosen, project_dir: Path, named_in: str | None, kind_enforcement: str
 ) -> PolicySet | None:
     """An environment's policy set (None: its [policy] names no packs): each pack read (a
     relative folder is the project's), at the level its settings or else its kind give.

@@ -32,5 +32,5 @@ def pulumi_backend_url(server: PostgresServer, database: str = PULUMI_DATABASE) 
 
 
 def records_url(server: PostgresServer, database: str = RECORDS_DATABASE) -> str:
-    """For `stackflow.records.open_records` (psycopg)."""
+    """For `stackflow.backends.open_records` (psycopg)."""
     return socket_url("postgresql", server.user, database, server.socket_dir, server.port)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackflow.config.names import NameRefused, validate_project_name, validate_stack_name
 from stackflow.errors import SettingsError, echo
+from stackflow.names import NameRefused, validate_project_name, validate_stack_name
 
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
 DEFAULT_STACK = "dev"

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stackflow.engine.base import ChangeCounts, Operation
+from stackflow.environment_records import EnvironmentRecord, environment_names, read
 from stackflow.gitops import sync
 from stackflow.outcome import describe_changes
 from stackflow.records import DamagedRecord, Records
-from stackflow.records.environments import EnvironmentRecord, environment_names, read
 from stackflow.status.condition import Condition
 from stackflow.status.explain import WAITING, branch_status, why
 from stackflow.status.history import RunResult, read_health, read_history

@@ -275,7 +275,7 @@ def move_state(
         RecordsError, StateBackendUnavailable: a store did not answer.
     """
     from stackflow.backends.file import FileRecords
-    from stackflow.records.environments import records_of
+    from stackflow.environment_records import records_of
     from stackflow.records.projects import project_records
     from stackflow.secretbox import state_passphrase
 

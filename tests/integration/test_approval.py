@@ -607,7 +607,7 @@ def test_protection_cannot_be_dropped_by_one_line(prod: Prod) -> None:
     changes. Approval turned off with a reason: the run that lowers it is still gated (the
     recorded protection), its plan says what is lowered and why, and once approved the record
     keeps the reason; the next `up` no longer waits for anyone."""
-    from stackflow.records.environments import read, records_of
+    from stackflow.environment_records import read, records_of
     from tests.realenv import settings_for
 
     deployed = prod.service()["desiredCount"]

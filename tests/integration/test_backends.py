@@ -21,21 +21,21 @@ from typing import Any
 
 import pytest
 
-from stackflow.backends import backend_for
+from stackflow.backends import backend_for, open_records
 from stackflow.engine import Listener, Operation, StackSpec
 from stackflow.engine.automation import AutomationEngine
-from stackflow.localcloud.paths import pulumi_home
-from stackflow.outcome import NodeOutcome, Status
-from stackflow.postgres import PostgresServer
-from stackflow.postgres.urls import pulumi_backend_url, records_url
-from stackflow.records import Records, open_records
-from stackflow.records.environments import (
+from stackflow.environment_records import (
     forget,
     list_environments,
     record_attempt,
     record_outcome,
     records_of,
 )
+from stackflow.localcloud.paths import pulumi_home
+from stackflow.outcome import NodeOutcome, Status
+from stackflow.postgres import PostgresServer
+from stackflow.postgres.urls import pulumi_backend_url, records_url
+from stackflow.records import Records
 from stackflow.settings import Settings, get_settings
 from stackflow.status.condition import Condition
 from stackflow.status.metrics import prometheus

@@ -254,7 +254,7 @@ def test_cleanup_expired_destroys_an_expired_pr_environment(real_env: dict[str, 
     from flows.pipeline import deploy
     from stackflow.dag import bare_spec
     from stackflow.engine import get_engine
-    from stackflow.records.environments import list_environments, records_of
+    from stackflow.environment_records import list_environments, records_of
     from stackflow.settings import get_settings
     from tests.fixtures.template import template_graph
 

@@ -137,8 +137,8 @@ def sync(environment: str) -> Any:
 
 
 def gitops_record(repo: Repo, environment: str | None = None) -> dict[str, Any]:
+    from stackflow.backends import open_records
     from stackflow.gitops.sync import read
-    from stackflow.records import open_records
     from stackflow.records.projects import ProjectRecords
 
     store = open_records(str(Path(repo.variables["STACKFLOW_STATE_DIR"]) / "records"))
@@ -311,7 +311,7 @@ def test_lost_state_holds_a_sync_and_a_sync_asked_to_recreate_deploys_anew(worke
     gone; nothing is created) and held; the sync run with `recreate` runs `up --recreate`, which
     deploys the app anew, the other stacks skipped, and the environment is healthy at it."""
     from flows.sync import sync_environment
-    from stackflow.records import open_records
+    from stackflow.backends import open_records
     from stackflow.records.projects import ProjectRecords
     from stackflow.status.records import stack_key
 
@@ -482,7 +482,7 @@ def test_review_runs_refuse_a_backend_that_holds_a_protected_environment(
     code with what its worker holds, so review/branches refuses a backend that holds a protected
     environment, naming it, before it asks the repository for a branch: no sync record, no run."""
     from flows.review import review_branches
-    from stackflow.records.environments import record_attempt, records_of
+    from stackflow.environment_records import record_attempt, records_of
     from tests.realenv import settings_for
 
     shared = {**worker.variables, "STACKFLOW_STATE_DIR": str(tmp_path / "state")}

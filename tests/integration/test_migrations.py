@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from cli.commands.migrate import add_arguments
 from cli.commands.migrate import run as cli_run
 from stackflow import PROJECT_ROOT
-from stackflow.localprefect import PrefectServer, free_port
+from stackflow.localprefect import PrefectServer
 from stackflow.migrator.admin import repair, status
 from stackflow.migrator.apply import MigrateReport, apply_pending
 from stackflow.migrator.connection import WaitAttempt, lock_name, wait_for_database
@@ -36,6 +36,7 @@ from stackflow.migrator.errors import (
 )
 from stackflow.migrator.files import load_migrations
 from stackflow.migrator.target import MysqlTarget
+from stackflow.processes import free_port
 from stackflow.schema_history import HISTORY_TABLE
 from stackflow.settings import MigrationSettings, get_settings
 from tests.fixtures.mariadb import LocalMariaDB

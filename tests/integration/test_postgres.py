@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from stackflow.localprefect import free_port, healthy, stop_prefect_server
+from stackflow.localprefect import healthy, stop_prefect_server
 from stackflow.postgres import (
     PostgresFolderError,
     PostgresServer,
@@ -31,6 +31,7 @@ from stackflow.postgres import (
     stop_postgres,
 )
 from stackflow.postgres.host import server_account
+from stackflow.processes import free_port
 from tests.fixtures.reaper import watch
 
 pytestmark = pytest.mark.integration

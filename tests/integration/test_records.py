@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from stackflow.backends import open_records
 from stackflow.records import (
     ABSENT,
     DamagedRecord,
@@ -19,7 +20,6 @@ from stackflow.records import (
     RecordKeyError,
     Records,
     RecordsUnavailable,
-    open_records,
 )
 from tests.fixtures.localcloud import LocalCloud
 from tests.fixtures.s3backend import LOCAL_CREDENTIALS, s3_url
@@ -124,7 +124,8 @@ def test_keys_outside_the_rule_are_refused(store: Records, key: str) -> None:
 # tries that write and answers "won VERSION" or "lost".
 _RACER = """
 import sys
-from stackflow.records import ABSENT, RecordConflict, open_records
+from stackflow.backends import open_records
+from stackflow.records import ABSENT, RecordConflict
 store = open_records(sys.argv[1])
 me = sys.argv[2]
 store.list()

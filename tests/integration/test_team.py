@@ -31,7 +31,7 @@ from prefect.exceptions import ObjectNotFound
 
 from deployments.prefect_yaml import prefect_yaml
 from deployments.serve import deployment_specs
-from stackflow.backends import records_beside
+from stackflow.backends import open_records, records_beside
 from stackflow.crashes import HEARTBEAT_S, ZOMBIE_WINDOW_S
 from stackflow.localcloud.inventory import list_resources
 from stackflow.localcloud.knobs import clear_knobs, get_knobs, set_knobs
@@ -44,7 +44,6 @@ from stackflow.localprefect import (
 from stackflow.postgres import PostgresServer, create_database
 from stackflow.postgres.urls import prefect_database_url, pulumi_backend_url
 from stackflow.processes import free_port
-from stackflow.records import open_records
 from stackflow.records.projects import ProjectRecords
 from tasks.limits import limit_name
 from tests.integration.team_support import (

@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 
 from stackflow.audit import HEAD_KEY
-from stackflow.backends import open_blobs
+from stackflow.backends import open_blobs, open_records
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
 from stackflow.postgres import PostgresServer, create_database, drop_database
 from stackflow.postgres.urls import pulumi_backend_url, records_url
-from stackflow.records import open_records
 from stackflow.records.projects import ProjectRecords
 from tests.realenv import cli, process_env, real_variables, summary_of, unique
 

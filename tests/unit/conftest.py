@@ -13,7 +13,7 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """This machine for one test: no STACKFLOW_* variable of the caller's, no Prefect server
     configured, a state folder and a project of its own (a template per kind saying `cloud =
     "local"`, so dev-1 and prod-1 are known names), a working folder without a `.env`."""
-    from stackflow.localprefect import free_port
+    from stackflow.processes import free_port
     from tests.realenv import test_project
 
     for key in [k for k in os.environ if k.startswith("STACKFLOW_")]:

@@ -160,7 +160,7 @@ def test_a_refused_run_starts_no_prefect_server(
 ) -> None:
     """With no PREFECT_API_URL the CLI starts a local Prefect server for a run (10-15 s); a run
     that is refused anyway answers first: exit 2, the reason, and no server in the state folder."""
-    from stackflow.records.environments import record_outcome, records_of
+    from stackflow.environment_records import record_outcome, records_of
     from stackflow.settings import get_settings
     from stackflow.state import StateLayout
     from tests.realenv import declare

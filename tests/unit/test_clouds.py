@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from stackflow.backends import open_records
 from stackflow.drift import DriftMark, DriftMarks
 from stackflow.engine.base import StackSpec
-from stackflow.records import open_records
-from stackflow.records.environments import CloudMismatch, check_cloud, record_outcome, records_of
+from stackflow.environment_records import CloudMismatch, check_cloud, record_outcome, records_of
 from stackflow.settings import get_settings
 
 pytestmark = pytest.mark.unit

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from stackflow.backends import open_records
 from stackflow.errors import SettingsError
 from stackflow.gitops import sync
 from stackflow.gitops.git import Git, GitError, export_commit, project_commit
 from stackflow.gitops.locked import LockedDependenciesDiffer, check_locked
 from stackflow.gitops.names import matching, review_environments, review_name
-from stackflow.records import open_records
 from stackflow.settings import get_settings
 from tests.realenv import declare
 from tests.realenv import test_project as make_project
@@ -218,8 +218,8 @@ def test_git_settings_are_checked_and_credentials_never_in_a_url(tmp_path: Path)
 
 def test_status_conditions_and_prometheus_text_from_records(tmp_path: Path) -> None:
     from stackflow.engine.base import Operation
+    from stackflow.environment_records import record_attempt, record_outcome
     from stackflow.outcome import NodeOutcome, Status
-    from stackflow.records.environments import record_attempt, record_outcome
     from stackflow.status.metrics import prometheus
     from stackflow.status.records import record_migrations, record_outcomes, record_run
     from stackflow.status.report import collect

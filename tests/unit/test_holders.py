@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from stackflow import holders
+from stackflow.backends import open_records
 from stackflow.engine.checkpoints import LockHolder
-from stackflow.records import Records, open_records
+from stackflow.records import Records
 
 pytestmark = pytest.mark.unit
 

@@ -31,7 +31,7 @@ OTHER_MEANINGS = {
     ("stackflow/engine/pending/ec2.py", "failed"): "an EC2 resource's state, as AWS says it",
     ("stackflow/localcloud/", "read"): "a resource operation of the local cloud's plugins",
     ("stackflow/migrator/", "failed"): "a migration's state in the schema history table",
-    ("stackflow/records/environments.py", "failed"): "an environment's last deploy",
+    ("stackflow/environment_records.py", "failed"): "an environment's last deploy",
     ("stackflow/status/pages.py", "healthy"): "the app's health record, in words",
     ("stackflow/status/text.py", "healthy"): "the app's health record, in words",
 }

@@ -13,9 +13,18 @@ from typing import Any
 
 import pytest
 
-from stackflow.config.names import NameRefused, validate_project_name
+from stackflow.backends import open_records
 from stackflow.config.protection import Protection, ProtectionLowered
 from stackflow.config.sources import LinkRefused
+from stackflow.environment_records import (
+    SharedBackend,
+    check_protected_backend,
+    check_review_backend,
+    guard_environment,
+    read,
+    record_attempt,
+    record_outcome,
+)
 from stackflow.errors import ConfirmationRequired, DeletionProtected
 from stackflow.gitops.git import (
     Git,
@@ -25,16 +34,7 @@ from stackflow.gitops.git import (
     export_commit,
 )
 from stackflow.gitops.tree import CommitRefused
-from stackflow.records import open_records
-from stackflow.records.environments import (
-    SharedBackend,
-    check_protected_backend,
-    check_review_backend,
-    guard_environment,
-    read,
-    record_attempt,
-    record_outcome,
-)
+from stackflow.names import NameRefused, validate_project_name
 from stackflow.settings import get_settings
 from tests.realenv import ROOT, declare, git
 from tests.realenv import test_project as make_project

@@ -31,7 +31,7 @@ from typing import Any
 
 import pulumi.automation as auto
 
-from stackflow.audit.recovery import lock_broken, pending_settled
+from stackflow.engine.automation.audited import lock_broken, pending_settled
 from stackflow.engine.automation.command import run_stack_command
 from stackflow.engine.automation.program import in_process, pulumi_program
 from stackflow.engine.automation.stackstate import read_state

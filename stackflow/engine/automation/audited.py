@@ -1,7 +1,8 @@
 """What recovering a stack after an interrupted run records in the audit log: each lock a dead run
 left that was broken (and why it was judged dead), each pending create imported into the state or
 cleared, and the other pending operations cleared. Called by the engine's recovery
-(`stackflow.engine.automation.recovery`) once it has done each."""
+(`stackflow.engine.automation.recovery`) once it has done each; it lives with the engine, whose
+types it reads, so the audit log knows nothing of the engine."""
 
 from __future__ import annotations
 

@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from stackflow import __version__
+from stackflow.backends import open_records
 from stackflow.config.protection import Protection
 from stackflow.errors import SettingsError
-from stackflow.records import DamagedRecord, Records, open_records, update
+from stackflow.records import DamagedRecord, Records, update
 from stackflow.records.projects import project_records
 from stackflow.settings import EnvironmentKind, Settings
 
