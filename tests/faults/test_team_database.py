@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from stackflow.localcloud.knobs import clear_knobs, set_knobs
-from stackflow.localprefect import server_record
+from stackflow.localprefect import server_record, stop_local_prefect
 from stackflow.postgres import postgres_status, stop_postgres
 from stackflow.processes import free_port
 from tests.faults.helpers import wait_until
@@ -47,7 +47,9 @@ def team_folder(local_cloud: Any, prefect_server: Any) -> Iterator[tuple[Path, d
         yield state, variables
     finally:
         clear_knobs(local_cloud.url)
-        cli(process_env(variables), "server", "stop")
+        # its Prefect server and PostgreSQL, not `server stop`: that stops the local cloud too,
+        # and this one is the session's, which the worker's other tests use
+        stop_local_prefect(state)
         stop_postgres(state / "postgres")
         shutil.rmtree(folder, ignore_errors=True)
 

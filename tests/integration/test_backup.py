@@ -33,12 +33,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 @pytest.fixture
 def team_state(local_cloud: Any, prefect_server: Any) -> Iterator[dict[str, Any]]:
     """A state folder the `postgres` OS user can pass through (not pytest's 0700 one), and the
-    variables of a one-machine team setup in it; its servers are stopped afterwards."""
+    variables of a one-machine team setup in it, with a local cloud of its own; its servers are
+    stopped afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="stackflow-backup-"))
     watch(folder)  # stopped when pytest ends, however it ends
     folder.chmod(0o711)
     state = folder / "state"
     variables = real_variables(state, local_cloud, prefect_server)
+    # a local cloud of its own: `server stop` stops the local cloud too, and the session's serves
+    # the worker's other tests
+    variables["STACKFLOW_LOCALCLOUD_DIR"] = str(folder / "cloud")
+    variables["STACKFLOW_LOCALCLOUD_PORT"] = str(free_port())
     variables["STACKFLOW_LOCAL_PREFECT_PORT"] = str(free_port())
     variables["STACKFLOW_STATE_PASSPHRASE"] = "backup-test-passphrase"
     try:
