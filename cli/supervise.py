@@ -260,7 +260,9 @@ class ServerWatch:
     seconds, "lost" after it failed for LOST_AFTER_S in a row (a restart in progress is not)."""
 
     EVERY_S = 2.0
-    LOST_AFTER_S = 10.0
+    # longer than the 60 s a one-person (SQLite) server may stall on its own database lock
+    # (Prefect 3.8.8's busy timeout): such a stall is not a lost server
+    LOST_AFTER_S = 75.0
 
     def __init__(self) -> None:
         import time

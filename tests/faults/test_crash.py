@@ -129,7 +129,7 @@ def test_sigkill_mid_deploy_is_recovered_by_the_next_up_on_the_local_cloud(
     assert sorted(s["SubnetId"] for s in subnets) == sorted(declared), (subnets, outputs)
 
 
-@pytest.mark.slow  # two Prefect server starts and a 10 s loss window: the longer tier
+@pytest.mark.slow  # two Prefect server starts and a 75 s loss window: the longer tier
 def test_a_prefect_server_lost_mid_run_is_named_and_its_slots_free_when_it_is_back(
     fault_env: FaultEnv, tmp_path: Path
 ) -> None:
