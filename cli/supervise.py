@@ -257,11 +257,13 @@ def _decide(flow_run_id: str, approve: bool, reason: str, yes: bool = False, **k
 
 class ServerWatch:
     """Whether the Prefect server this command reports to stopped answering: asked every few
-    seconds, "lost" after it failed for LOST_AFTER_S in a row (a restart in progress is not)."""
+    seconds. It is "lost" once its port refused connections for GONE_AFTER_S in a row (the server
+    process is gone; a restart in progress is not), or once it answered nothing for LOST_AFTER_S:
+    longer than the 60 s a one-person (SQLite) server may stall on its own database lock (Prefect
+    3.8.8's busy timeout), which is not a lost server."""
 
     EVERY_S = 2.0
-    # longer than the 60 s a one-person (SQLite) server may stall on its own database lock
-    # (Prefect 3.8.8's busy timeout): such a stall is not a lost server
+    GONE_AFTER_S = 10.0
     LOST_AFTER_S = 75.0
 
     def __init__(self) -> None:
@@ -270,6 +272,7 @@ class ServerWatch:
         self._clock = time.monotonic
         self._next = self._clock() + self.EVERY_S
         self._failing_since: float | None = None
+        self._refused_since: float | None = None
 
     def lost(self) -> bool:
         now = self._clock()
@@ -284,10 +287,31 @@ class ServerWatch:
         base = str(api.url or "").rstrip("/").removesuffix("/api")
         auth = api.auth_string.get_secret_value() if api.auth_string else None
         if not base or healthy(base, timeout=2.0, auth_string=auth):
-            self._failing_since = None
+            self._failing_since = self._refused_since = None
             return False
         self._failing_since = self._failing_since or now
-        return now - self._failing_since >= self.LOST_AFTER_S
+        if _refuses_connections(base):
+            self._refused_since = self._refused_since or now
+        else:
+            self._refused_since = None
+        gone = self._refused_since is not None and now - self._refused_since >= self.GONE_AFTER_S
+        return gone or now - self._failing_since >= self.LOST_AFTER_S
+
+
+def _refuses_connections(url: str) -> bool:
+    """Whether nothing listens at `url`'s address any more (a connection is refused)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=1.0):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
 
 
 class CancelWatch:
@@ -353,7 +377,7 @@ def _end_lost_run(runner: FlowRun, view: Any, watch: ServerWatch) -> None:
         "finishes the resource operations in flight)"
     )
     hub().cancel(interrupt=True)
-    runner.done.wait(watch.LOST_AFTER_S * 6)  # a cancelled pulumi ends within seconds
+    runner.done.wait(60.0)  # a cancelled pulumi ends within seconds
     runner.lost = True
 
 

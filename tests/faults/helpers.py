@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -426,3 +427,20 @@ def prefect_records(since: datetime) -> dict[str, str]:
                 break
             events = client.read_events_page(events.next_page)
     return texts
+
+
+def kill_groups(*leaders: int) -> None:
+    """SIGKILL the process groups of `leaders` as one loss: every group is stopped first, so none
+    reacts to another's death (a `pulumi`, in a session of its own, would otherwise see its
+    program's process die and settle its pending operations before it is killed)."""
+    for signum in (signal.SIGSTOP, signal.SIGKILL):
+        for leader in leaders:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leader, signum)
+
+
+def pulumi_pids(state_dir: Path, environment: str, stack: str) -> list[int]:
+    """The pids of the `pulumi` processes holding the stack's lock (each leads its own group)."""
+    return [
+        json.loads(lock.read_text())["pid"] for lock in lock_files(state_dir, environment, stack)
+    ]

@@ -30,7 +30,15 @@ import pytest
 from stackflow.localcloud.knobs import get_knobs, set_knobs
 from stackflow.migrator.connection import connect
 from stackflow.settings import MigrationSettings
-from tests.faults.helpers import RUN_PY, FaultEnv, checkpoint, lock_files, wait_until
+from tests.faults.helpers import (
+    RUN_PY,
+    FaultEnv,
+    checkpoint,
+    kill_groups,
+    lock_files,
+    pulumi_pids,
+    wait_until,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -114,15 +122,12 @@ def test_the_app_starts_beside_the_database_and_what_reads_it_waits_for_the_migr
         _wait_held_beside(fault_env, first, log)
         app_then, database_then = _types(fault_env, "app"), _types(fault_env, "database")
         running.extend(
-            json.loads(lock.read_text())["pid"]
+            pid
             for stack in ("database", "app")
-            for lock in lock_files(fault_env.state_dir, env, stack)
+            for pid in pulumi_pids(fault_env.state_dir, env, stack)
         )
     finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        for pulumi in running:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pulumi, signal.SIGKILL)  # its own process group: with its plugins
+        kill_groups(first.pid, *running)  # each `pulumi` leads a group of its own, with its plugins
         first.wait(timeout=30)
     assert INSTANCE not in database_then, database_then
     assert not (READS_THE_DATABASE & app_then), app_then

@@ -9,8 +9,6 @@ create as failed.)"""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
 import signal
@@ -24,8 +22,9 @@ from stackflow.localcloud.knobs import get_knobs, set_knobs
 from tests.faults.helpers import (
     FaultEnv,
     checkpoint,
-    lock_files,
+    kill_groups,
     pending_operations,
+    pulumi_pids,
     started,
     wait_until,
 )
@@ -68,11 +67,8 @@ def kill_after_create(
             poll=0.3,
         )
         assert victim.poll() is None, f"the run ended before it could be killed:\n{log.read_text()}"
-        (lock,) = lock_files(state_dir, env, stack)
-        pulumi = json.loads(lock.read_text())["pid"]
-        os.killpg(victim.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pulumi, signal.SIGKILL)  # its own process group: with its plugins
+        (pulumi,) = pulumi_pids(state_dir, env, stack)
+        kill_groups(victim.pid, pulumi)  # its `pulumi` leads a group of its own, with its plugins
         victim.wait(timeout=30)
     finally:
         if victim.poll() is None:
