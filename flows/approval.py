@@ -23,6 +23,8 @@ from prefect.states import Cancelled
 from pydantic import Field
 
 from flows.events import emit_environment_event
+from stackflow.approvals.signatures import MAX_SIGNATURE
+from stackflow.outcome import describe_changes
 from stackflow.plan import DeployPlan
 from stackflow.progress import ApprovalDecided, ApprovalRequested, ProgressHub
 
@@ -46,7 +48,7 @@ class ApprovalInput(RunInput):
     )
     signature: str | None = Field(
         None,  # the UI's form sends null for a text field left empty
-        max_length=16_000,
+        max_length=MAX_SIGNATURE,
         description="Environments with approvers: your SSH signature of this request (the "
         "armored text). Make it with `python flows/run.py approve --env <env> --run <this run's "
         "id> --print-signature`, or approve with that command directly (without "
@@ -239,20 +241,10 @@ def emit_approval_event(plan: DeployPlan, event: str, payload: dict[str, Any]) -
 
 def plan_summary(plan: DeployPlan) -> str:
     """The plan in one line: "networking: 3 to create; database: no changes; 1 migration"."""
-    parts = []
-    for s in plan.stacks:
-        c = s.changes
-        counts = [
-            f"{n} to {word}"
-            for n, word in (
-                (c.create, "create"),
-                (c.update, "update"),
-                (c.replace, "replace"),
-                (c.delete, "delete"),
-            )
-            if n
-        ]
-        parts.append(f"{s.node}: {', '.join(counts) if counts else s.status}")
+    parts = [
+        f"{s.node}: {describe_changes(s.changes, would=True) if s.changes.changed else s.status}"
+        for s in plan.stacks
+    ]
     pending = len(plan.migrations.pending) if plan.migrations else 0
     if pending:
         parts.append(f"{pending} pending migration{'s' if pending > 1 else ''}")

@@ -17,7 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.logging import get_run_logger
 
 from flows.approval import Decision, await_decision
-from flows.signed import await_signed_decision, signed_rules
+from flows.signed import await_signed_decision
 from flows.summary import (
     ApprovalExpired,
     ApprovalRejected,
@@ -27,6 +27,7 @@ from flows.summary import (
 )
 from flows.trail import decided
 from flows.walk import Walk, announce_phase, describe, walk_graph
+from stackflow.approvals.trusted import signed_rules
 from stackflow.dag import Node, NodeKind
 from stackflow.engine import Operation
 from stackflow.migrator.errors import MigrationError, TransientDatabaseError

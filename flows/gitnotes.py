@@ -33,17 +33,19 @@ def run_link(outcome: dict[str, Any]) -> str | None:
     return str(deployed) if deployed else flow_run_url()
 
 
-def note_outcome(settings: Settings, git: Git, outcome: dict[str, Any], review: bool) -> None:
-    """Write the outcome of a sync into the commit's git note and push it (see
-    `stackflow.gitops.notes`). A note that cannot be pushed is a warning, never a failed sync."""
+def note_outcome(
+    settings: Settings, git: Git, outcome: dict[str, Any], run: str | None, url: str | None
+) -> None:
+    """Write the outcome of a sync into the commit's git note, with its run's page and a review
+    environment's URL (`run_link`, `review_url`), and push it (see `stackflow.gitops.notes`). A
+    note that cannot be pushed is a warning, never a failed sync."""
     result = str(outcome.get("result") or "")
     if not settings.git.notes or result not in NOTED:
         return
-    url = review_url(outcome.get("summary") or {}) if review else None
     line = NoteLine(
         settings.environment,
         "deployed" if result == "succeeded" else result,
-        run=run_link(outcome),
+        run=run,
         url=url,
         message=str(outcome.get("message") or ""),
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.scope import check_scope
+from stackflow.config import guards
 from stackflow.config.protection import Protection
 from stackflow.environment_records import check_cloud, recorded_protection
 from stackflow.gitops.locked import LOCK_FILE, check_locked
@@ -82,13 +83,6 @@ def protection(handoff: Handoff) -> None:
     handoff.protection = guarded.file_protection.stronger(recorded)
 
 
-RULES = (
-    "approvers",
-    "approvals_needed",
-    "requester_may_approve",
-)  # [approval]'s signed-approval keys
-
-
 def approval_rules(handoff: Handoff) -> None:
     """The commit keeps the environment's signed-approval rules as this worker's own project
     says them: who may approve, how many must, whether the requester may. A commit that edits
@@ -97,17 +91,19 @@ def approval_rules(handoff: Handoff) -> None:
     file may set."""
     commit = handoff.commit_settings
     assert commit is not None, "environment_file runs first"
+    if guards.approval_rules(commit) == guards.approval_rules(handoff.settings):
+        return  # the rules as the gate reads them (the kind's defaults included) are the same
+    named = ("approvers", "approvals_needed", "requester_may_approve")  # [approval]'s keys
     trusted = handoff.settings.approval
-    edited = [k for k in RULES if getattr(commit.approval, k) != getattr(trusted, k)]
-    if edited:
-        env = commit.environment
-        raise CommitRefused(
-            f"commit {handoff.commit[:12]} changes who approves {env}: {', '.join(edited)} under "
-            f"[approval] in environments/{env}.toml differ from this worker's own project. "
-            "Approval rules are read from the worker's trusted side, never from the commit "
-            "being deployed: change them on the trusted branch, through its own review, and "
-            "update the worker from it. Nothing was run."
-        )
+    edited = [k for k in named if getattr(commit.approval, k) != getattr(trusted, k)]
+    env = commit.environment
+    raise CommitRefused(
+        f"commit {handoff.commit[:12]} changes who approves {env}: {', '.join(edited) or 'its rules'} under "
+        f"[approval] in environments/{env}.toml differ from this worker's own project. "
+        "Approval rules are read from the worker's trusted side, never from the commit "
+        "being deployed: change them on the trusted branch, through its own review, and "
+        "update the worker from it. Nothing was run."
+    )
 
 
 CHECKS: list[Callable[[Handoff], None]] = [
@@ -163,4 +159,18 @@ def verify_summary(handoff: Handoff, code: int, summary: dict[str, Any]) -> str 
             f"{env} needs approval of every change (its recorded protection), and the run's "
             "summary shows changes with no approval"
         )
+    rules = guards.approval_rules(handoff.settings)  # this worker's, never the commit's
+    if rules is not None and changed:
+        approvers, needed, _ = rules
+        signed = {
+            str(signer)
+            for a in summary.get("approvals") or []
+            if isinstance(a, dict) and a.get("decision") == "approved"
+            for signer in a.get("signers") or []
+        }
+        if len(signed & set(approvers)) < needed:
+            return (
+                f"{env} needs {needed} signed approval(s) by its approvers, and the run's summary "
+                f"names {', '.join(sorted(signed)) or 'none'}"
+            )
     return None

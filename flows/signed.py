@@ -12,7 +12,6 @@ A reject from anyone who reaches the gate ends the run, recorded with its signer
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from uuid import UUID
 
 from prefect.exceptions import FlowPauseTimeout
@@ -34,58 +33,16 @@ from flows.approval import (
 )
 from flows.trail import signed_answer
 from stackflow.approvals.payload import Request, plan_digest
-from stackflow.approvals.rules import Requester, Tally
+from stackflow.approvals.rules import Tally
 from stackflow.approvals.signatures import SignatureError, SigningUnavailable, verify
-from stackflow.approvals.signers import read_signers
-from stackflow.audit.who import UNKNOWN, current_actor
-from stackflow.config.guards import approval_rules
-from stackflow.config.sources import variable
-from stackflow.errors import SettingsError
+from stackflow.approvals.trusted import SignedRules
 from stackflow.plan import DeployPlan, markdown_cell
 from stackflow.progress import ApprovalDecided, ApprovalRequested, ProgressHub
 from stackflow.settings import Settings
 
 REQUEST_KEY = "stackflow-approval-request"  # + "-<round>": the request `approve` signs
-SIGNERS_VARIABLE = variable(("approval", "allowed_signers"))
-
-
-@dataclass(frozen=True)
-class SignedRules:
-    """The environment's approval rules with the allowed signers read from their trusted place."""
-
-    approvers: tuple[str, ...]
-    needed: int
-    requester_may_approve: bool
-    allowed_signers: bytes
-    requester: Requester
-
-    def tally(self) -> Tally:
-        return Tally(self.approvers, self.needed, self.requester, self.requester_may_approve)
-
-
-def signed_rules(settings: Settings) -> SignedRules | None:
-    """The signed-approval rules of the environment (None: its file names no approvers).
-
-    Raises:
-        SettingsError: approvers are named but this machine says no allowed signers file, or
-            that file cannot be read.
-    """
-    rules = approval_rules(settings)
-    if rules is None:
-        return None
-    source = settings.approval.allowed_signers
-    if not source:
-        raise SettingsError(
-            f"the file of {settings.environment} names approvers under [approval], but this "
-            f"machine sets no {SIGNERS_VARIABLE}: nobody's signature can be checked. Nothing "
-            "was changed.",
-            what_to_do=f"set {SIGNERS_VARIABLE} to the allowed signers file (an absolute path, "
-            "or refs/heads/main:.stackflow/allowed_signers); see docs/concepts/approvals.md",
-        )
-    signers = read_signers(source, settings.project_dir, SIGNERS_VARIABLE)
-    actor = current_actor(settings.project_dir)
-    requester = Requester("" if actor.name == UNKNOWN else actor.name, actor.via)
-    return SignedRules(*rules, signers, requester)
+# + "-<round>-<attempt>", as the pause's key: what the flow made of that answer, for `approve`
+VERDICT_KEY = "stackflow-approval-verdict"
 
 
 def request_of(plan: DeployPlan, flow_run_id: str) -> Request:
@@ -157,14 +114,24 @@ def await_signed_decision(
         signed_answer(settings, plan, via, principal, why_not, plan.commit)
         if why_not:
             refused.append(why_not)
+            _verdict(run_id, plan, attempt, why_not, tally)
             logger.warning("%s: a signed approval was refused: %s", plan.environment, why_not)
             continue
         assert principal is not None
         tally.count(principal)
+        _verdict(run_id, plan, attempt, "", tally)
         logger.info("%s: approval signed by %s counted", plan.environment, principal)
         if tally.missing == 0:
             decision = Decision(True, answer.reason.strip(), now_utc(), via, False, plan.round)
             return _decided(plan, progress, decision, tally, refused)
+
+
+def _verdict(run_id: str, plan: DeployPlan, attempt: int, why_not: str, tally: Tally) -> None:
+    """What the flow made of the answer to pause `approval-<round>-<attempt>`: counted, or
+    refused and why (`approve` reads it, whichever door the answer came through)."""
+    key = f"{VERDICT_KEY}-{plan.round}-{attempt}"
+    verdict = {"counted": not why_not, "why": why_not, "still": tally.still()}
+    create_flow_run_input(key, verdict, UUID(run_id))
 
 
 def _check(signature: str, request: Request, rules: SignedRules) -> tuple[str | None, str]:

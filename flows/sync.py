@@ -253,6 +253,7 @@ def _report(settings: Settings, git: Git, review: bool, outcome: dict[str, Any])
     )
     with contextlib.suppress(StackflowError):  # the environment's page says what the sync did
         publish_status(records_of(settings), graph_of(settings).stacks, env)
+    run, url = run_link(outcome), review_url(summary) if review else None
     emit_environment_event(
         "stackflow.gitops.synced",
         env,
@@ -262,12 +263,12 @@ def _report(settings: Settings, git: Git, review: bool, outcome: dict[str, Any])
             "result": outcome.get("result"),
             "message": str(outcome.get("message") or "")[:1000],
             "stacks": {s["stack"]: s["status"] for s in stacks},
-            "run": run_link(outcome),
-            "url": review_url(summary) if review else None,
+            "run": run,
+            "url": url,
         },
     )
     sync_reported(settings, outcome)
-    note_outcome(settings, git, outcome, review)
+    note_outcome(settings, git, outcome, run, url)
 
 
 @flow(name="sync", flow_run_name="sync-{environment}", log_prints=False, persist_result=False)

@@ -108,11 +108,3 @@ def judge(state: StackState | None, fingerprint: str, passphrase: str | None) ->
     if opened is None:
         return Judged("")
     return Judged("", {k: v for k, v in opened.items() if k != INTERNAL_OUTPUT})
-
-
-def unchanged_outputs(
-    state: StackState | None, fingerprint: str, passphrase: str | None
-) -> dict[str, OutputValue] | None:
-    """The stack's outputs when its checkpoint proves it unchanged (see `judge`), else None;
-    None also when a secret output is the engine's to read."""
-    return judge(state, fingerprint, passphrase).outputs

@@ -81,18 +81,17 @@ def _auth_header(auth_string: str | None) -> dict[str, str]:
 
 def healthy(url: str, timeout: float = 2.0, auth_string: str | None = None) -> bool:
     """Whether a Prefect server answers healthy at `url` (without /api)."""
-    request = urllib.request.Request(f"{url}/api/health", headers=_auth_header(auth_string))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
+    return _ok(f"{url}/api/health", timeout, auth_string)
 
 
 def ready(url: str, timeout: float = 2.0, auth_string: str | None = None) -> bool:
     """Whether the Prefect server at `url` (without /api) reaches its database (`/api/ready`:
     it answers 503 while its database does not)."""
-    request = urllib.request.Request(f"{url}/api/ready", headers=_auth_header(auth_string))
+    return _ok(f"{url}/api/ready", timeout, auth_string)
+
+
+def _ok(address: str, timeout: float, auth_string: str | None) -> bool:
+    request = urllib.request.Request(address, headers=_auth_header(auth_string))
     try:
         with urllib.request.urlopen(request, timeout=timeout) as r:
             return bool(r.status == 200)
@@ -304,11 +303,13 @@ def ensure_local_prefect(
                 f"this state folder's Prefect server runs on {running_on}, not {database}: stop "
                 "it first with `python flows/run.py server stop`, then start it again"
             )
-        if running_on == "postgres":
+        answers = _answers(url, auth, running_on, wait_s=0.0)  # the usual case: at once
+        if not answers and running_on == "postgres":
             from stackflow.postgres.team import TeamDatabase  # psycopg: only in team mode
 
             TeamDatabase(state_dir, say)  # its PostgreSQL, started again if it died
-        if _answers(url, auth, running_on):
+            answers = _answers(url, auth, running_on)  # ... and reached again by the server
+        if answers:
             return PrefectServer(url, home, int(info["pid"]), home / "server.log", running_on, auth)
         if say is not None:  # alive but not answering, or not reaching its database: restarted
             say(f"the Prefect server on {url} does not answer or reach its database: restarting it")

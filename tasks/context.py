@@ -12,7 +12,7 @@ from stackflow.dag import StackGraph, parse_outputs, user_outputs
 from stackflow.drift import DriftMarks
 from stackflow.engine import Engine, Operation
 from stackflow.engine.base import ChangeCounts
-from stackflow.errors import OperationCancelled, StackflowError
+from stackflow.errors import OperationCancelled
 from stackflow.outcome import ChangeTally, NodeOutcome, Status, UpResult
 from stackflow.policy.violation import Violation
 from stackflow.progress import NodeChanged, NodeState, ProgressHub, hub
@@ -50,6 +50,7 @@ class RunContext:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # ahead, per stack
     # Per stack: set at the first resource event of its operation in this run (`begun`).
     _begun: dict[str, threading.Event] = field(default_factory=dict, repr=False)
+    _opens: dict[str, bool] = field(default_factory=dict, repr=False)  # salt -> the passphrase's
     # Per stack: what its operation changed in this run, attempts included (`made`).
     _made: dict[str, ChangeTally] = field(default_factory=dict, repr=False)
 
@@ -84,8 +85,11 @@ class RunContext:
             return
 
         def prepare() -> None:
-            if not self._passphrase_opens(node):
-                return  # a new stack made now would be sealed with the wrong passphrase for good
+            # a new stack made now would be sealed with the run's passphrase for good: a stack
+            # to create is made only once the passphrase is known to be the stacks' (a key
+            # derivation, paid only then)
+            if any(not self._exists(n) for n in later) and not self._passphrase_opens(node):
+                return
             for name in later:
                 if self.progress.cancelled:
                     return
@@ -93,6 +97,13 @@ class RunContext:
                     self.engine.prepare(self.graph.bare_spec(self.settings, name))
 
         threading.Thread(target=prepare, name=f"prepare-after-{node}", daemon=True).start()
+
+    def _exists(self, node: str) -> bool:
+        """Whether `node`'s stack is in the backend (one checkpoint read; unreadable: no)."""
+        try:
+            return self.engine.state(self.graph.bare_spec(self.settings, node)) is not None
+        except Exception:  # unreadable: as if missing (the passphrase is then checked)
+            return False
 
     def _passphrase_opens(self, node: str) -> bool:
         """Whether this run's passphrase is the one `node`'s stack was made with (True when it
@@ -105,9 +116,15 @@ class RunContext:
             state = self.engine.state(self.graph.bare_spec(self.settings, node))
             if state is None or state.salt is None or not self.passphrase:
                 return True
-            return passphrase_opens(state.salt, self.passphrase)
-        except (StackflowError, ValueError):
-            return False  # unreadable: the stack's own task meets it and says why
+            with self._lock:
+                known = self._opens.get(state.salt)
+            if known is None:  # a key derivation of a million rounds: once per salt in a run
+                known = passphrase_opens(state.salt, self.passphrase)
+                with self._lock:
+                    self._opens[state.salt] = known
+            return known
+        except Exception:  # unreadable: the stack's own task meets it and says why
+            return False
 
     def made(self, node: str) -> ChangeTally:
         """What the stack's operation has changed in this run so far, counted as its resources

@@ -21,7 +21,6 @@ from stackflow import exits
 if TYPE_CHECKING:
     from stackflow.settings import Settings
 
-REFUSED_HEADING = "Refused so far:"  # as flows.signed writes it in the form
 CHECKED_WITHIN_S = 60.0  # the run checks an answer within its poll interval; this is a bound
 
 
@@ -103,16 +102,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.print_signature:
         print(signature, end="")
         return exits.OK
-    _, before = _refusals(UUID(run_id), None)
     answer(run_id, not args.reject, args.reason, signature=signature)
     if args.reject:
         print("rejected: nothing will be applied", file=sys.stderr)
         return exits.OK
-    _, after = _refusals(UUID(run_id), pause_key)
-    if len(after) > len(before):
-        print(f"error: the run refused this approval: {after[-1]}", file=sys.stderr)
+    verdict = _verdict(UUID(run_id), pause_key)
+    if verdict is None:
+        print(
+            f"the run took the approval but said nothing of it within {CHECKED_WITHIN_S:.0f}s: "
+            f"see run {run_id} in the Prefect UI",
+            file=sys.stderr,
+        )
+        return exits.OK
+    if not verdict.get("counted"):
+        print(f"error: the run refused this approval: {verdict.get('why')}", file=sys.stderr)
         return exits.USAGE
-    print("approved: the signature was checked and counted", file=sys.stderr)
+    print(
+        f"approved: the signature was checked and counted; {verdict.get('still')}", file=sys.stderr
+    )
     return exits.OK
 
 
@@ -191,38 +198,25 @@ def _request(run_id: str, pause_key: str, environment: str) -> Any:
     return request
 
 
-def _refusals(run_id: Any, pause_key: str | None) -> tuple[str, list[str]]:
-    """(pause key, the refusals its form lists) once the run is paused under a key other than
-    `pause_key`; ("", []) when it ended or kept running past CHECKED_WITHIN_S."""
+def _verdict(run_id: Any, pause_key: str) -> dict[str, Any] | None:
+    """What the run made of the answer to its pause `pause_key` (`flows.signed._verdict`), once
+    it says; None when it ended or said nothing within CHECKED_WITHIN_S."""
     import time
 
     from prefect.client.orchestration import get_client
     from prefect.input import read_flow_run_input
 
+    from flows.signed import VERDICT_KEY
+
+    key = VERDICT_KEY + pause_key.removeprefix("approval")  # "-<round>-<attempt>"
     deadline = time.monotonic() + CHECKED_WITHIN_S
     with get_client(sync_client=True) as client:
         while time.monotonic() < deadline:
+            found = read_flow_run_input(key, run_id)
+            if isinstance(found, dict):
+                return found
             state = client.read_flow_run(run_id).state
             if state is None or state.is_final():
-                return "", []
-            details = state.state_details
-            key = str(details.pause_key) if state.is_paused() else ""
-            if key and key != pause_key and details.run_input_keyset:
-                text = read_flow_run_input(details.run_input_keyset["description"], run_id)
-                if text is not None:
-                    _, marker, after = str(text).partition(REFUSED_HEADING)
-                    return key, _listed(after) if marker else []
-            time.sleep(0.5)  # polling the server's state: Prefect has no push for a pause
-    return "", []
-
-
-def _listed(text: str) -> list[str]:
-    """The list that opens `text` (after blank lines): one item per "- " line; the plan that
-    follows it is not read."""
-    lines = text.lstrip("\n").splitlines()
-    items = []
-    for line in lines:
-        if not line.startswith("- "):
-            break
-        items.append(line[2:])
-    return items
+                return None
+            time.sleep(0.5)  # polling the server: Prefect has no push for a run input
+    return None

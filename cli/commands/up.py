@@ -64,7 +64,7 @@ def _refused(args: argparse.Namespace, settings: Settings) -> None:
 
         check_exact_commit(settings.project_dir, settings.environment, settings.exact_commit)
     if settings.approval_required:
-        from flows.signed import signed_rules
+        from stackflow.approvals.trusted import signed_rules
 
         signed_rules(settings)  # approvers named: this machine must be able to check signatures
     _no_one_to_ask(args, settings)

@@ -18,12 +18,10 @@ class Requester:
     Attributes:
         name: the OS user, the commit's author ("Ana <ana@example.com>"), or "" when unknown.
         via: the door ("command line", "sync of commit ...", "the Prefect UI or API").
-        verified: whether `name` was checked (a signature), not just reported.
     """
 
     name: str
     via: str
-    verified: bool = False
 
     @property
     def known(self) -> bool:
@@ -38,9 +36,6 @@ class Requester:
         if self.name.endswith(">") and "<" in self.name:
             names.add(self.name[self.name.rindex("<") + 1 : -1].lower())
         return principal.lower() in names
-
-    def as_dict(self) -> dict[str, object]:
-        return {"name": self.name or "unknown", "via": self.via, "verified": self.verified}
 
 
 @dataclass

@@ -11,8 +11,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from stackflow.approvals.payload import NAMESPACE
@@ -46,15 +44,6 @@ def ssh_keygen() -> str:
             "(Debian/Ubuntu: apt-get install openssh-client)"
         )
     return found
-
-
-@contextmanager
-def _private_folder() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="stackflow-sig-"))  # mkdtemp makes it 0700
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(args: list[str], payload: bytes | None) -> subprocess.CompletedProcess[bytes]:
@@ -126,7 +115,8 @@ def verify(payload: bytes, signature: str, allowed_signers: bytes) -> str:
         SigningUnavailable: ssh-keygen is missing.
     """
     text = armored(signature)
-    with _private_folder() as folder:
+    with tempfile.TemporaryDirectory(prefix="stackflow-sig-") as made:  # 0700, removed after
+        folder = Path(made)
         sig, signers = folder / "approval.sig", folder / "allowed_signers"
         sig.write_text(text)
         signers.write_bytes(allowed_signers)

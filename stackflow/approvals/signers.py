@@ -10,7 +10,6 @@ from pathlib import Path
 
 from stackflow.config.approval import SignersSource, parse_source
 from stackflow.errors import SettingsError
-from stackflow.processes import clean_environment
 
 MAX_BYTES = 1_000_000  # a signers file of a thousand teams fits; more is not one
 
@@ -50,16 +49,10 @@ def read_signers(value: str, project_dir: Path, shown: str) -> bytes:
 
 
 def _from_ref(source: SignersSource, project_dir: Path, shown: str) -> bytes:
-    env = clean_environment({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+    from stackflow.gitops.git import read_git
+
     try:
-        done = subprocess.run(
-            ["git", "show", f"{source.ref}:{source.ref_path}", "--"],
-            cwd=project_dir,
-            capture_output=True,
-            env=env,
-            timeout=30,
-            check=False,
-        )
+        done = read_git(project_dir, "show", f"{source.ref}:{source.ref_path}", "--")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SettingsError(f"{shown}: git could not read {source} ({exc})") from None
     if done.returncode != 0:

@@ -262,19 +262,23 @@ def masked_repository(repository: str) -> str:
     return mask_url(repository) if "://" in repository else repository
 
 
-def _local(project_dir: Path, *args: str) -> bytes | None:
-    """What git says of the checkout at `project_dir` (read-only: no lock taken), or None when
-    it is not a checkout or git fails."""
+def read_git(project_dir: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a read-only git command in `project_dir` (no lock taken, a clean environment).
+
+    Raises:
+        OSError, subprocess.TimeoutExpired: git could not run, or did not answer in 30 s.
+    """
     env = clean_environment({"LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+    return subprocess.run(
+        ["git", *args], cwd=project_dir, capture_output=True, env=env, timeout=30, check=False
+    )
+
+
+def _local(project_dir: Path, *args: str) -> bytes | None:
+    """What git says of the checkout at `project_dir`, or None when it is not a checkout or git
+    fails."""
     try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=project_dir,
-            capture_output=True,
-            env=env,
-            timeout=30,
-            check=False,
-        )
+        done = read_git(project_dir, *args)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None

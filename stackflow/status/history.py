@@ -85,8 +85,8 @@ def record_history(
     Args:
         outcomes: every node's in the run (steps too); only `stacks` count.
     """
-    now = time.time()
-    ran = [o for o in outcomes if o.status.ran and o.node in set(stacks)]
+    now, wanted = time.time(), set(stacks)
+    ran = [o for o in outcomes if o.status.ran and o.node in wanted]
 
     def change(value: dict[str, Any] | None) -> dict[str, Any]:
         current = dict(value or {})

@@ -92,6 +92,11 @@ def test_a_lost_create_is_adopted_when_its_tags_name_the_stack_and_refused_other
     )
     assert adopted in database["healed"] and database["status"] == "updated", database
     assert f"stack {env}/database: {adopted}" in healed.log, healed.log
+    trail = json.loads(fault_env.main("audit", "--env", env, "--json").stdout)["entries"]
+    imported = [e for e in trail if e["action"] == "pending.imported" and e["stack"] == "database"]
+    assert [r["id"] for e in imported for r in e["details"]["resources"]] == [
+        made["DbiResourceId"]
+    ], imported  # the state edit is in the audit log, as a recovery's import is
     assert [db["DbiResourceId"] for db in instances()] == [made["DbiResourceId"]]
     (held,) = resources_of(fault_env, "database", INSTANCE)
     assert held["id"] == made["DbiResourceId"], held

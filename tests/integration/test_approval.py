@@ -567,6 +567,7 @@ def test_the_approve_command_signs_the_waiting_plan_and_says_what_the_run_refuse
     )
     assert "Traceback" not in refused.stderr
     assert approved.returncode == exits.OK, approved.stdout + approved.stderr
+    assert "approved: the signature was checked and counted" in approved.stderr, approved.stderr
     assert f"environment: {ENVIRONMENT}" in approved.stderr and "plan: sha256:" in approved.stderr
     assert state.is_completed(), state
     [decision] = state.result()["approvals"]

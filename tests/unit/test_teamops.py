@@ -16,7 +16,7 @@ from stackflow.engine.automation.stackfile import forget_cached_salt
 from stackflow.engine.base import INTERNAL_OUTPUT, StackState
 from stackflow.engine.checkpoints import Checkpoint, CheckpointReader
 from stackflow.engine.pulumisecrets import passphrase_opens, passphrase_salt
-from stackflow.fingerprint import unchanged_outputs
+from stackflow.fingerprint import judge
 from stackflow.secretbox import StampSeal
 from stackflow.teamops import TeamOpsRefused
 from stackflow.teamops.moving import (
@@ -95,9 +95,9 @@ def test_the_stamp_is_sealed_again_for_the_new_passphrase_and_the_skip_path_open
     # what the skip path reads from the team's checkpoint (the secret as ciphertext there)
     outputs = {"password": {SIG: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "v1:x"}}
     state = StackState("t", {**outputs, INTERNAL_OUTPUT: stamp}, 2, 0, False)
-    opened = unchanged_outputs(state, stamp["fingerprint"], "new passphrase")
+    opened = judge(state, stamp["fingerprint"], "new passphrase").outputs
     assert opened is not None and opened["password"].value == "pw-123456"
-    assert unchanged_outputs(state, stamp["fingerprint"], "old passphrase") is None
+    assert judge(state, stamp["fingerprint"], "old passphrase").outputs is None
     # a seal the given passphrase does not open is left as it is (that stack runs once)
     before = dict(stamp)
     assert reseal_stamp(deployment, "another passphrase", "third passphrase") == UNOPENED

@@ -265,6 +265,34 @@ def test_a_run_s_summary_counts_only_when_it_is_the_whole_deploy(tmp_path: Path)
     assert "no approval" in str(verify_summary(handoff, 0, {**whole, "approvals": []}))
 
 
+def test_a_run_s_summary_counts_only_with_the_signers_this_worker_asks_for(tmp_path: Path) -> None:
+    """A synced commit's code runs its own gate: the worker, reading its own [approval] rules,
+    does not record a change as deployed unless the summary's approval names enough approvers."""
+    from flows.handoff import Handoff, verify_summary
+    from stackflow.config.protection import kind_protection
+    from stackflow.settings import EnvironmentKind
+
+    settings = _prod(tmp_path, approval={"approvers": ["alice", "bob"], "approvals_needed": 2})
+    handoff = Handoff(settings, open_records(str(tmp_path / "r")), tmp_path, "a" * 40)
+    handoff.protection = kind_protection(EnvironmentKind.PROD)
+    whole = {
+        "environment": "prod-a",
+        "operation": "up",
+        "commit": "a" * 40,
+        "stacks": [{"stack": "app", "status": "updated"}],
+        "engine_calls": ["up:app"],
+        "approvals": [{"decision": "approved", "signers": ["alice", "bob"]}],
+    }
+    assert verify_summary(handoff, 0, whole) is None
+    for signers in (["alice"], ["alice", "mallory"], []):
+        short = {**whole, "approvals": [{"decision": "approved", "signers": signers}]}
+        assert "needs 2 signed approval(s) by its approvers" in str(
+            verify_summary(handoff, 0, short)
+        ), signers
+    unchanged = {**whole, "engine_calls": [], "approvals": []}
+    assert verify_summary(handoff, 0, unchanged) is None  # nothing changed: nothing to approve
+
+
 def test_protection_is_checked_on_the_commit_before_its_code_runs(tmp_path: Path) -> None:
     """The worker's own checks (`CHECKS`, as a sync runs them) refuse a commit whose file lowers
     prod's kind, and pass the same commit keeping it."""

@@ -32,6 +32,7 @@ from typing import Any
 
 from pulumi.automation.events import EngineEvent
 
+from stackflow.engine.automation import audited
 from stackflow.engine.automation.program import in_process, pulumi_program
 from stackflow.engine.automation.recovery import (
     RunningOn,
@@ -53,7 +54,7 @@ from stackflow.errors import PermanentStackError, PlanChanged, StackError, Trans
 
 # AWS's codes for "a resource of that name or identity exists already", across its services.
 _EXISTS = re.compile(r"AlreadyExists|AlreadyOwnedByYou|ResourceExists|Duplicate|AlreadyAssociated")
-MAX_ADOPTIONS = 3  # rounds of adopt-and-run-again in one operation; more is something else
+MAX_ADOPTIONS = 3  # runs of an update in one operation (two adoptions at most): more is not this
 # Pulumi's events show a secret input as this text (in a secret's envelope), never its value.
 _SECRET_SHOWN = "[secret]"
 OWNER_TAGS = ("project", "environment", "stack")
@@ -242,6 +243,7 @@ def adopt(
     import_state(
         ws, spec, stack, {**exported, "deployment": {**deployment, "resources": resources}}
     )
+    audited.adopted(ws.settings, spec, [(c.urn, found[c.urn]) for c in existing])
     said = [
         f"adopted {c.label} as {found[c.urn]}: {where} had made it ({c.code})" for c in existing
     ]

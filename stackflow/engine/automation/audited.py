@@ -55,3 +55,15 @@ def pending_settled(
                 "other_operations": others,
             },
         )
+
+
+def adopted(settings: Settings, spec: StackSpec, found: Sequence[tuple[str, str]]) -> None:
+    """Resources a create's lost answer had left in the cloud were adopted into `spec`'s stack
+    (`found`: each one's URN and id), as imported pending creates are."""
+    record(
+        settings,
+        Action.PENDING_IMPORTED,
+        environment=spec.environment,
+        stack=spec.node,
+        details={"resources": [{"urn": urn, "id": id_} for urn, id_ in found], "lost_answer": True},
+    )

@@ -166,8 +166,13 @@ class AutomationEngine:
 
         if operation is not Operation.UP or not self.adopts:
             return attempt(None)
-        # a create AWS refused because its answer was lost earlier: adopted, then run again
-        return adopting(self.ws, spec, listener, attempt, self._running_on, plan is not None)
+        # a create AWS refused because its answer was lost earlier: adopted, then run again (the
+        # adoption's own CLI calls leave as classified, redacted errors too)
+        return self._call(
+            spec,
+            listener.redactor,
+            lambda: adopting(self.ws, spec, listener, attempt, self._running_on, plan is not None),
+        )
 
     def _run(
         self,
